@@ -1,0 +1,88 @@
+//! Where the real binaries are. Each can be overridden by an environment variable.
+
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// The Kubernetes version `hack/install-testenv.sh` builds.
+pub const KUBE_VERSION: &str = "v1.20.2";
+/// The build recipe revision of `hack/install-testenv.sh` (part of the cache folder name).
+pub const KUBE_RECIPE: &str = "r3";
+
+const INSTALL_HINT: &str =
+    "run `hack/install-testenv.sh` (installs Debian's etcd and builds kube-apiserver)";
+
+/// The cache folder `hack/install-testenv.sh` builds kube-apiserver into.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KUBEADM_PROVIDERS_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("kubeadm-providers")
+}
+
+pub fn etcd() -> Result<PathBuf, Error> {
+    find("etcd", "ETCD", None)
+}
+
+pub fn etcdctl() -> Result<PathBuf, Error> {
+    find("etcdctl", "ETCDCTL", None)
+}
+
+pub fn kube_apiserver() -> Result<PathBuf, Error> {
+    let cached = cache_root()
+        .join(format!("kubernetes-{KUBE_VERSION}-{KUBE_RECIPE}"))
+        .join("bin/kube-apiserver");
+    find("kube-apiserver", "KUBE_APISERVER", Some(&cached))
+}
+
+pub fn kubeadm() -> Result<PathBuf, Error> {
+    let cached = cache_root()
+        .join(format!("kubernetes-{KUBE_VERSION}-{KUBE_RECIPE}"))
+        .join("bin/kubeadm");
+    find("kubeadm", "KUBEADM", Some(&cached))
+}
+
+fn find(name: &str, env: &str, cached: Option<&Path>) -> Result<PathBuf, Error> {
+    if let Some(path) = std::env::var_os(env) {
+        let path = PathBuf::from(path);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(Error::MissingBinary {
+                name: name.into(),
+                hint: format!(
+                    "${env} points at {} which is not an executable file",
+                    path.display()
+                ),
+            })
+        };
+    }
+    if let Some(path) = cached.filter(|p| is_executable(p)) {
+        return Ok(path.to_owned());
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p));
+    on_path.ok_or_else(|| Error::MissingBinary {
+        name: name.into(),
+        hint: match cached {
+            Some(c) => format!(
+                "not at {} nor on PATH; {INSTALL_HINT}, or set ${env}",
+                c.display()
+            ),
+            None => format!("not on PATH; {INSTALL_HINT}, or set ${env}"),
+        },
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

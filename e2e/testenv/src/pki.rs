@@ -1,0 +1,149 @@
+//! Throw-away certificates for test processes: a CA per trust domain and leaf certificates signed by it.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+use crate::Error;
+
+/// A certificate authority that can sign leaf certificates.
+pub struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    cert_pem: String,
+    key_pem: String,
+}
+
+/// A PEM certificate with its private key.
+#[derive(Clone, Debug)]
+pub struct CertPair {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Where a certificate pair was written.
+#[derive(Clone, Debug)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// What a leaf certificate is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usage {
+    Server,
+    Client,
+    /// etcd members use one certificate for serving and for peer connections.
+    ServerAndClient,
+}
+
+impl Ca {
+    pub fn new(common_name: &str) -> Result<Self, Error> {
+        let key = KeyPair::generate().map_err(pki_error)?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(common_name, None);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).map_err(pki_error)?;
+        Ok(Self {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            issuer: Issuer::new(params, key),
+        })
+    }
+
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
+    /// Signs a leaf certificate. `hosts` become DNS or IP subject alternative names.
+    pub fn issue(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+        hosts: &[&str],
+        usage: Usage,
+    ) -> Result<CertPair, Error> {
+        let key = KeyPair::generate().map_err(pki_error)?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(common_name, organization);
+        params.subject_alt_names = hosts
+            .iter()
+            .map(|h| match h.parse::<IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => Ok(SanType::DnsName((*h).try_into().map_err(pki_error)?)),
+            })
+            .collect::<Result<_, Error>>()?;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = match usage {
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::ServerAndClient => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
+        let cert = params.signed_by(&key, &self.issuer).map_err(pki_error)?;
+        Ok(CertPair {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Writes `ca.crt` (and `ca.key`) named `<stem>.crt`/`<stem>.key` into `dir`.
+    pub fn write(&self, dir: &Path, stem: &str) -> Result<CertFiles, Error> {
+        write_pair(dir, stem, &self.cert_pem, &self.key_pem)
+    }
+}
+
+impl CertPair {
+    pub fn write(&self, dir: &Path, stem: &str) -> Result<CertFiles, Error> {
+        write_pair(dir, stem, &self.cert_pem, &self.key_pem)
+    }
+}
+
+/// The hosts a process listening on 127.0.0.1 is reached by.
+pub const LOOPBACK_HOSTS: &[&str] = &["127.0.0.1", "localhost"];
+
+/// A key pair for signing service-account tokens: (public PEM, private PEM).
+pub fn service_account_key() -> Result<(String, String), Error> {
+    let key = KeyPair::generate().map_err(pki_error)?;
+    Ok((key.public_key_pem(), key.serialize_pem()))
+}
+
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    if let Some(org) = organization {
+        dn.push(DnType::OrganizationName, org);
+    }
+    dn
+}
+
+fn write_pair(dir: &Path, stem: &str, cert: &str, key: &str) -> Result<CertFiles, Error> {
+    let files = CertFiles {
+        cert: dir.join(format!("{stem}.crt")),
+        key: dir.join(format!("{stem}.key")),
+    };
+    crate::write_file(&files.cert, cert.as_bytes())?;
+    crate::write_private_file(&files.key, key.as_bytes())?;
+    Ok(files)
+}
+
+fn pki_error(e: rcgen::Error) -> Error {
+    Error::Pki(e.to_string())
+}

@@ -1,0 +1,164 @@
+//! The test environment against the real binaries: etcd learner lifecycle, the management plane, and
+//! process cleanup on panic.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+use testenv::process::pid_alive;
+use testenv::{EtcdCluster, EtcdOptions, ManagementPlane};
+
+#[tokio::test]
+async fn etcd_learner_joins_is_promoted_and_removed_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = EtcdCluster::start(
+        dir.path(),
+        EtcdOptions {
+            members: 3,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("3-member TLS etcd starts");
+
+    let mut client = cluster.client().await.unwrap();
+    client.put("/probe", "v", None).await.unwrap();
+
+    let learner = cluster
+        .add_learner("learner-0")
+        .await
+        .expect("learner added and started");
+    let members = client.member_list().await.unwrap();
+    let as_learner = members
+        .members()
+        .iter()
+        .find(|m| m.id() == learner)
+        .unwrap();
+    assert!(
+        as_learner.is_learner(),
+        "a joining member starts as a learner"
+    );
+    assert_eq!(members.members().len(), 4);
+
+    // A second learner is refused while the first one exists (KEP-3614: one learner at a time).
+    let second = cluster.add_learner("learner-1").await;
+    let err = second
+        .expect_err("etcd refuses a second learner")
+        .to_string();
+    assert!(
+        err.contains("too many learner members"),
+        "unexpected error: {err}"
+    );
+
+    cluster
+        .promote(learner, Duration::from_secs(30))
+        .await
+        .expect("learner promoted");
+    let members = client.member_list().await.unwrap();
+    assert!(members.members().iter().all(|m| !m.is_learner()));
+
+    let learner_pid = cluster
+        .members()
+        .iter()
+        .find(|m| m.name == "learner-0")
+        .unwrap()
+        .pid()
+        .unwrap();
+    cluster
+        .remove(learner, Duration::from_secs(30))
+        .await
+        .expect("member removed");
+    let members = client.member_list().await.unwrap();
+    assert_eq!(members.members().len(), 3);
+    assert!(
+        !pid_alive(learner_pid),
+        "the removed member's process is gone"
+    );
+    let value = client.get("/probe", None).await.unwrap();
+    assert_eq!(
+        value.kvs()[0].value(),
+        b"v",
+        "data survives membership changes"
+    );
+
+    let pids = cluster.pids();
+    drop(cluster);
+    assert!(
+        pids.iter().all(|p| !pid_alive(*p)),
+        "every member stopped by PID"
+    );
+}
+
+#[tokio::test]
+async fn management_plane_serves_with_cert_and_token_auth_and_stops_by_pid() {
+    let plane = ManagementPlane::start()
+        .await
+        .expect("management plane starts");
+    let namespaces: Api<Namespace> = Api::all(plane.client().await.unwrap());
+    let names: Vec<String> = namespaces
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(names.contains(&"kube-system".to_string()), "got {names:?}");
+
+    let by_token: Api<Namespace> = Api::all(plane.apiserver().token_client().await.unwrap());
+    by_token
+        .get("kube-system")
+        .await
+        .expect("token authentication works");
+
+    let kubeconfig = std::fs::read_to_string(plane.kubeconfig_path()).unwrap();
+    assert!(kubeconfig.contains(plane.apiserver().url()));
+
+    let pids = plane.pids();
+    assert_eq!(pids.len(), 2);
+    assert!(pids.iter().all(|p| pid_alive(*p)));
+    let dir = plane.dir().to_owned();
+    drop(plane);
+    assert!(
+        pids.iter().all(|p| !pid_alive(*p)),
+        "etcd and apiserver stopped by PID"
+    );
+    assert!(!dir.exists(), "temporary folder removed");
+}
+
+#[test]
+fn processes_are_stopped_when_a_test_panics() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let outcome = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let dir = tempfile::tempdir().unwrap();
+            let cluster = EtcdCluster::start(dir.path(), EtcdOptions::default())
+                .await
+                .unwrap();
+            tx.send(cluster.pids()).unwrap();
+            panic!("test failure while etcd runs");
+        })
+    })
+    .join();
+    assert!(outcome.is_err(), "the thread panicked");
+    let pids = rx.recv().unwrap();
+    assert!(!pids.is_empty());
+    assert!(
+        pids.iter().all(|p| !pid_alive(*p)),
+        "etcd stopped while unwinding"
+    );
+}
+
+#[test]
+fn missing_binary_error_says_how_to_fix_it() {
+    // SAFETY: this test's process is not running other threads that read the environment.
+    unsafe { std::env::set_var("KUBE_APISERVER", "/nonexistent/kube-apiserver") };
+    let err = testenv::binaries::kube_apiserver().unwrap_err().to_string();
+    unsafe { std::env::remove_var("KUBE_APISERVER") };
+    assert!(err.contains("$KUBE_APISERVER"), "{err}");
+    assert!(err.contains("not an executable"), "{err}");
+}

@@ -1,0 +1,4 @@
+//! `bootstrap.cluster.x-k8s.io`: KubeadmConfig and KubeadmConfigTemplate.
+
+pub mod v1beta1;
+pub mod v1beta2;

@@ -1,0 +1,4 @@
+//! `cluster.x-k8s.io`: the subset of core Cluster API types the providers read and write.
+//! In production their CRDs come from `clusterctl init`; ours serve the tests.
+
+pub mod v1beta2;

@@ -1,0 +1,4 @@
+//! `controlplane.cluster.x-k8s.io`: KubeadmControlPlane and KubeadmControlPlaneTemplate.
+
+pub mod v1beta1;
+pub mod v1beta2;

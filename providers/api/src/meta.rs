@@ -1,0 +1,55 @@
+//! Small types shared by every Cluster API group.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Labels and annotations to put on objects created from a template (Cluster API's `ObjectMeta`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Map of string keys and values that can be used to organize and categorize objects.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Unstructured key value map stored with a resource that may be set by external tools.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A reference to an object of a provider that follows a Cluster API contract (v1beta2).
+/// The version is not stored: it is looked up from the contract label of the CRD.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractVersionedObjectReference {
+    /// Kind of the referent, e.g. `OpenStackMachineTemplate`.
+    pub kind: String,
+    /// Name of the referent.
+    pub name: String,
+    /// API group of the referent, e.g. `infrastructure.cluster.x-k8s.io`.
+    pub api_group: String,
+}
+
+/// A Cluster API v1beta1 condition (v1beta2 objects use `metav1.Condition`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct V1Beta1Condition {
+    /// Type of condition in CamelCase or in foo.example.com/CamelCase.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Status of the condition, one of True, False, Unknown.
+    pub status: String,
+    /// How to interpret a False condition: Error, Warning or Info.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
+    /// Last time the condition transitioned from one status to another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// The reason for the condition's last transition in CamelCase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human readable message indicating details about the transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

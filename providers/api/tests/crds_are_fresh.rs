@@ -1,0 +1,26 @@
+//! `config/` must match the Rust types: a changed type without `make manifests` fails here.
+
+use std::path::Path;
+
+use kubeadm_api::crd;
+
+#[test]
+fn generated_crds_on_disk_match_the_types() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut stale = Vec::new();
+    for (dir, crds) in [
+        (root.join("config/crd/bases"), crd::provider_crds()),
+        (root.join("e2e/config/crd"), crd::core_crds()),
+    ] {
+        let files: Vec<(String, String)> = crds
+            .iter()
+            .map(|c| (crd::file_name(c), crd::to_yaml(c)))
+            .collect();
+        stale.extend(crd::stale_files(&dir, &files));
+    }
+    assert!(
+        stale.is_empty(),
+        "stale CRDs (run `make manifests`):\n{}",
+        stale.join("\n")
+    );
+}

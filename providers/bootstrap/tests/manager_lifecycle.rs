@@ -1,0 +1,19 @@
+//! `bootstrap-manager run` as a real process against a real management plane.
+
+use std::path::Path;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_bootstrap-manager");
+
+#[tokio::test]
+async fn connects_serves_health_and_stops_on_sigterm() {
+    testenv::manager::check_serves_and_stops(Path::new(BINARY))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn missing_kubeconfig_fails_fast_naming_the_file() {
+    testenv::manager::check_fails_fast_on_missing_kubeconfig(Path::new(BINARY))
+        .await
+        .unwrap();
+}
