@@ -1,0 +1,35 @@
+# Entry points for people and CI. `make help` lists them.
+SHELL := /usr/bin/env bash
+CARGO ?= cargo
+NEXTEST_PROFILE ?= $(if $(CI),ci,default)
+
+.PHONY: help dev test testenv manifests check-manifests build lint fmt
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+dev: testenv build ## Start a local management plane with our CRDs and both managers (Ctrl-C stops it)
+	target/debug/testenv up --dir .dev --crds config/crd/bases --crds e2e/config/crd \
+		--manager target/debug/bootstrap-manager --manager target/debug/controlplane-manager $(DEV_ARGS)
+
+test: testenv ## Unit and integration tests (real etcd and kube-apiserver)
+	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
+
+testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
+	hack/install-testenv.sh
+
+manifests: ## Regenerate config/crd/bases and e2e/config/crd from the Rust types
+	$(CARGO) run -q -p kubeadm-api --bin crdgen -- .
+
+check-manifests: ## Fail when generated CRDs are stale
+	$(CARGO) run -q -p kubeadm-api --bin crdgen -- --check .
+
+build: ## Build both managers and the test environment
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv
+
+lint: ## rustfmt and clippy, warnings are errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
