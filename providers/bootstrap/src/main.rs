@@ -1,9 +1,12 @@
 //! `bootstrap-manager`: Cluster API bootstrap provider for kubeadm: renders node bootstrap data for KubeadmConfig objects.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use kubeadm_runtime::{ManagerArgs, exit_code, run_manager};
+
+mod render_command;
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +25,8 @@ enum Command {
     Run(ManagerArgs),
     /// Print the CRDs of KubeadmConfig and KubeadmConfigTemplate as YAML.
     Crds,
+    /// Print the bootstrap data (cloud-config or Ignition) a KubeadmConfig renders to.
+    Render(render_command::RenderArgs),
 }
 
 #[tokio::main]
@@ -47,5 +52,18 @@ async fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Render(args) => match render_command::run(&args) {
+            Ok(user_data) => match std::io::stdout().write_all(&user_data) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("error: writing the user data: {error}");
+                    ExitCode::FAILURE
+                }
+            },
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }

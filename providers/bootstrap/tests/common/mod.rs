@@ -1,0 +1,123 @@
+//! The spec fixture and fixed facts the render tests share.
+#![allow(dead_code)] // each test crate uses a different part
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
+use kubeadm_bootstrap::render::{
+    CertPem, ClusterCertificates, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput,
+    Role, render,
+};
+
+pub const V1BETA3_VERSION: &str = "v1.30.4";
+pub const V1BETA4_VERSION: &str = "v1.33.1";
+
+pub fn fixture_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadmconfig.yaml")
+}
+
+pub fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// The spec of `tests/fixtures/kubeadmconfig.yaml`.
+pub fn fixture_spec() -> KubeadmConfigSpec {
+    let text = std::fs::read_to_string(fixture_path()).unwrap();
+    let value: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let config: KubeadmConfig = serde_json::from_value(value).unwrap();
+    config.spec
+}
+
+pub fn fixture_spec_with_format(format: Format) -> KubeadmConfigSpec {
+    KubeadmConfigSpec {
+        format: Some(format),
+        ..fixture_spec()
+    }
+}
+
+fn fake_pem(kind: &str, name: &str) -> String {
+    format!("-----BEGIN {kind}-----\nMIIB{name}FakeBase64ForTestsOnly==\n-----END {kind}-----\n")
+}
+
+fn pair(name: &str) -> CertPem {
+    CertPem {
+        cert: fake_pem("CERTIFICATE", name),
+        key: fake_pem("RSA PRIVATE KEY", name),
+    }
+}
+
+pub fn certificates() -> ClusterCertificates {
+    ClusterCertificates {
+        ca: pair("ClusterCA"),
+        etcd: pair("EtcdCA"),
+        proxy: pair("FrontProxyCA"),
+        sa: CertPem {
+            cert: fake_pem("PUBLIC KEY", "ServiceAccount"),
+            key: fake_pem("RSA PRIVATE KEY", "ServiceAccount"),
+        },
+    }
+}
+
+pub fn cluster(kubernetes_version: &str) -> ClusterFacts {
+    ClusterFacts {
+        name: "prod-eu1".into(),
+        kubernetes_version: kubernetes_version.into(),
+        control_plane_endpoint: Some("api.prod-eu1.example.com:6443".into()),
+        service_subnet: Some("10.96.0.0/12".into()),
+        pod_subnet: Some("192.168.0.0/16".into()),
+        dns_domain: Some("cluster.local".into()),
+    }
+}
+
+pub fn machine() -> MachineFacts {
+    MachineFacts {
+        name: "prod-eu1-control-plane-7xkqz".into(),
+        generation: Some("3".into()),
+    }
+}
+
+pub fn join_facts() -> JoinFacts {
+    JoinFacts {
+        token: "abcdef.0123456789abcdef".into(),
+        api_server_endpoint: "api.prod-eu1.example.com:6443".into(),
+        ca_cert_hashes: vec![
+            "sha256:7c1d0e5e0f2b1f6a7e8d9c0b1a2f3e4d5c6b7a8f9e0d1c2b3a4f5e6d7c8b9a0f".into(),
+        ],
+    }
+}
+
+pub fn secrets() -> BTreeMap<(String, String), String> {
+    BTreeMap::from([
+        (
+            ("prod-eu1-cloud-config".into(), "cloud.conf".into()),
+            "[Global]\nauth-url = https://keystone.example.com:5000/v3\nregion = eu1\n".into(),
+        ),
+        (
+            ("prod-eu1-breakglass".into(), "hash".into()),
+            "$6$rounds=4096$saltsalt$FakeHashForTestsOnly".into(),
+        ),
+    ])
+}
+
+/// Renders `spec` for `role` with the fixed facts; joins get join facts, control-plane roles certificates.
+pub fn render_with(
+    spec: &KubeadmConfigSpec,
+    role: Role,
+    kubernetes_version: &str,
+) -> Result<Vec<u8>, RenderError> {
+    let cluster = cluster(kubernetes_version);
+    let machine = machine();
+    let certificates = certificates();
+    let join = join_facts();
+    let secrets = secrets();
+    render(&RenderInput {
+        role,
+        spec,
+        cluster: &cluster,
+        machine: &machine,
+        certificates: (role != Role::WorkerJoin).then_some(&certificates),
+        join: (role != Role::Init).then_some(&join),
+        secrets: &secrets,
+    })
+}

@@ -1,0 +1,399 @@
+//! The renderer's rules: specs it refuses (one test per rule, each checking that the error names the
+//! field), and small behaviours the goldens do not isolate.
+
+mod common;
+
+use kubeadm_api::bootstrap::v1beta2::{
+    File, FileContentFormat, FileSource, Format, JoinControlPlane, KubeadmConfigSpec,
+    PartitionSpec, PasswdSource, SecretFileSource, SecretPasswdSource,
+};
+use kubeadm_bootstrap::render::{RenderError, RenderInput, Role, render};
+
+use common::{V1BETA4_VERSION, fixture_spec, fixture_spec_with_format, render_with};
+
+fn render_init(spec: &KubeadmConfigSpec) -> Result<Vec<u8>, RenderError> {
+    render_with(spec, Role::Init, V1BETA4_VERSION)
+}
+
+fn invalid(field: &str, rule_contains: &str, result: Result<Vec<u8>, RenderError>) {
+    match result {
+        Err(RenderError::Invalid { field: f, rule }) => {
+            assert_eq!(f, field, "rule: {rule}");
+            assert!(
+                rule.contains(rule_contains),
+                "rule {rule:?} lacks {rule_contains:?}"
+            );
+        }
+        other => panic!("expected Invalid for {field}, got {other:?}"),
+    }
+}
+
+fn secret_source(name: &str, key: &str) -> FileSource {
+    FileSource {
+        secret: SecretFileSource {
+            name: name.into(),
+            key: key.into(),
+        },
+    }
+}
+
+fn with_file(file: File) -> KubeadmConfigSpec {
+    let mut spec = fixture_spec();
+    spec.files.push(file);
+    spec
+}
+
+#[test]
+fn content_and_content_from_are_exclusive() {
+    let spec = with_file(File {
+        path: "/etc/both".into(),
+        content: Some("inline".into()),
+        content_from: secret_source("prod-eu1-cloud-config", "cloud.conf"),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4]",
+        "content and contentFrom are mutually exclusive",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn content_from_needs_name_and_key() {
+    let spec = with_file(File {
+        path: "/etc/nokey".into(),
+        content_from: secret_source("prod-eu1-cloud-config", ""),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].contentFrom.secret",
+        "name and key are required",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn content_from_secret_must_be_resolved() {
+    let spec = with_file(File {
+        path: "/etc/missing".into(),
+        content_from: secret_source("absent", "data"),
+        ..File::default()
+    });
+    let error = render_init(&spec).unwrap_err();
+    assert_eq!(
+        error,
+        RenderError::MissingSecret {
+            field: "spec.files[4].contentFrom.secret".into(),
+            secret: "absent".into(),
+            key: "data".into(),
+        }
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("spec.files[4].contentFrom.secret: secret \"absent\"")
+    );
+}
+
+#[test]
+fn duplicate_paths_are_refused_unless_appending() {
+    let duplicate = with_file(File {
+        path: "/etc/kubernetes/cloud.conf".into(),
+        content: Some("again".into()),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].path",
+        "duplicates spec.files[0].path",
+        render_init(&duplicate),
+    );
+
+    let appending = with_file(File {
+        path: "/etc/kubernetes/cloud.conf".into(),
+        content: Some("[Extra]\n".into()),
+        append: Some(true),
+        ..File::default()
+    });
+    render_init(&appending).unwrap();
+    render_with(
+        &KubeadmConfigSpec {
+            format: Some(Format::Ignition),
+            ..appending
+        },
+        Role::Init,
+        V1BETA4_VERSION,
+    )
+    .unwrap();
+}
+
+#[test]
+fn files_must_not_replace_generated_ones() {
+    let spec = with_file(File {
+        path: "/etc/kubernetes/pki/ca.key".into(),
+        content: Some("mine".into()),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].path",
+        "written by the bootstrap provider",
+        render_init(&spec),
+    );
+
+    let spec = with_file(File {
+        path: "/run/kubeadm/kubeadm-join-config.yaml".into(),
+        content: Some("mine".into()),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].path",
+        "written by the bootstrap provider",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn ignition_files_must_not_replace_generated_ones() {
+    let mut spec = fixture_spec_with_format(Format::Ignition);
+    spec.files.push(File {
+        path: "/etc/ntp.conf".into(),
+        content: Some("server 10.0.0.1\n".into()),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].path",
+        "written by the bootstrap provider",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn permissions_must_be_an_octal_mode() {
+    let spec = with_file(File {
+        path: "/etc/mode".into(),
+        permissions: Some("rw-r--r--".into()),
+        content: Some("x".into()),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].permissions",
+        "octal file mode",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn template_content_is_not_supported_yet() {
+    let spec = with_file(File {
+        path: "/etc/version".into(),
+        content: Some("{{ .controlPlane.version }}".into()),
+        content_format: Some(FileContentFormat::Template),
+        ..File::default()
+    });
+    invalid(
+        "spec.files[4].contentFormat",
+        "not supported yet",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn passwd_and_passwd_from_are_exclusive() {
+    let mut spec = fixture_spec();
+    spec.users[1].passwd = Some("$6$inline".into());
+    invalid(
+        "spec.users[1]",
+        "passwd and passwdFrom are mutually exclusive",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn passwd_from_secret_must_be_resolved() {
+    let mut spec = fixture_spec();
+    spec.users[1].passwd_from = PasswdSource {
+        secret: SecretPasswdSource {
+            name: "absent".into(),
+            key: "hash".into(),
+        },
+    };
+    assert!(matches!(
+        render_init(&spec),
+        Err(RenderError::MissingSecret { field, .. }) if field == "spec.users[1].passwdFrom.secret"
+    ));
+}
+
+#[test]
+fn control_plane_roles_need_certificates() {
+    let spec = fixture_spec();
+    let cluster = common::cluster(V1BETA4_VERSION);
+    let machine = common::machine();
+    let join = common::join_facts();
+    for role in [Role::Init, Role::ControlPlaneJoin] {
+        let result = render(&RenderInput {
+            role,
+            spec: &spec,
+            cluster: &cluster,
+            machine: &machine,
+            certificates: None,
+            join: Some(&join),
+            secrets: &common::secrets(),
+        });
+        assert!(
+            matches!(&result, Err(RenderError::MissingInput { what }) if what.contains("certificates")),
+            "{role:?}: {result:?}"
+        );
+    }
+}
+
+#[test]
+fn workers_must_not_set_join_control_plane() {
+    let mut spec = fixture_spec();
+    spec.join_configuration.control_plane = Some(JoinControlPlane::default());
+    invalid(
+        "spec.joinConfiguration.controlPlane",
+        "must not be set for a worker",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn discovery_kubeconfig_generation_is_not_supported_yet() {
+    let mut spec = fixture_spec();
+    let file = &mut spec.join_configuration.discovery.file;
+    file.kube_config_path = "/etc/kubernetes/discovery.conf".into();
+    file.kube_config.cluster.server = Some("https://api.prod-eu1.example.com:6443".into());
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfig",
+        "not supported yet",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn ignition_additional_config_is_not_supported_yet() {
+    let mut spec = fixture_spec_with_format(Format::Ignition);
+    spec.ignition.container_linux_config.additional_config = Some("storage: {}\n".into());
+    invalid(
+        "spec.ignition.containerLinuxConfig.additionalConfig",
+        "not supported yet",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn ignition_cannot_size_partitions_in_percent() {
+    let mut spec = fixture_spec_with_format(Format::Ignition);
+    spec.disk_setup.partitions[0].layout = None;
+    spec.disk_setup.partitions[0].disk_layout = vec![PartitionSpec {
+        percentage: 100,
+        partition_type: None,
+    }];
+    invalid(
+        "spec.diskSetup.partitions[0].diskLayout",
+        "not supported with format ignition",
+        render_init(&spec),
+    );
+}
+
+#[test]
+fn too_old_kubernetes_for_etcd_learners_is_refused() {
+    let error = render_with(&fixture_spec(), Role::ControlPlaneJoin, "v1.26.5").unwrap_err();
+    assert!(
+        matches!(error, RenderError::LearnerModeUnsupported { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("etcd learner mode is not supported by this etcd version")
+    );
+}
+
+#[test]
+fn unparsable_kubernetes_version_is_refused() {
+    let error = render_with(&fixture_spec(), Role::WorkerJoin, "latest").unwrap_err();
+    assert!(matches!(error, RenderError::InvalidVersion { value, .. } if value == "latest"));
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let spec = fixture_spec();
+    let first = render_init(&spec).unwrap();
+    assert_eq!(first, render_init(&spec).unwrap());
+}
+
+#[test]
+fn kubeadm_runs_without_verbosity_flag_when_unset() {
+    let spec = KubeadmConfigSpec {
+        verbosity: None,
+        ..fixture_spec()
+    };
+    let output =
+        String::from_utf8(render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION).unwrap()).unwrap();
+    assert!(output.contains(
+        "  - kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml && echo success > /run/cluster-api/bootstrap-success.complete\n"
+    ));
+}
+
+#[test]
+fn workers_get_no_cluster_secrets_or_patches() {
+    let output =
+        String::from_utf8(render_with(&fixture_spec(), Role::WorkerJoin, V1BETA4_VERSION).unwrap())
+            .unwrap();
+    assert!(!output.contains("/etc/kubernetes/pki/"));
+    assert!(!output.contains("PRIVATE KEY"));
+    assert!(!output.contains("strategic.yaml"));
+}
+
+#[test]
+fn certificates_go_to_the_configured_directory() {
+    let mut spec = fixture_spec();
+    spec.cluster_configuration.certificates_dir = Some("/var/lib/kubernetes/pki/".into());
+    let output = String::from_utf8(render_init(&spec).unwrap()).unwrap();
+    assert!(output.contains("  - path: /var/lib/kubernetes/pki/etcd/ca.key\n"));
+    assert!(!output.contains("/etc/kubernetes/pki/"));
+}
+
+#[test]
+fn cloud_config_carries_contents_and_commands_verbatim() {
+    let tricky = [
+        "  leading spaces\nno trailing newline",
+        "trailing blank lines\n\n\n",
+        "key: value # not a comment\n- not a list\n",
+        "unicode ✓ and \"quotes\" and 'apostrophes'\ttab\n",
+        "",
+    ];
+    let mut spec = fixture_spec();
+    for (i, content) in tricky.iter().enumerate() {
+        spec.files.push(File {
+            path: format!("/etc/tricky/{i}"),
+            content: Some((*content).into()),
+            ..File::default()
+        });
+    }
+    spec.post_kubeadm_commands = vec![
+        "yes".into(),
+        "0640".into(),
+        "a: b".into(),
+        "{{ v1_hostname }}".into(),
+    ];
+    let output = String::from_utf8(render_init(&spec).unwrap()).unwrap();
+    let document: serde_json::Value = serde_saphyr::from_str(&output).unwrap();
+
+    for (i, content) in tricky.iter().enumerate() {
+        let path = format!("/etc/tricky/{i}");
+        let file = document["write_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == path.as_str())
+            .unwrap();
+        assert_eq!(file["content"], *content, "{path}");
+    }
+    let runcmd = document["runcmd"].as_array().unwrap();
+    let tail: Vec<_> = runcmd[runcmd.len() - 4..]
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(tail, ["yes", "0640", "a: b", "{{ v1_hostname }}"]);
+}
