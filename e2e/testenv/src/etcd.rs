@@ -87,6 +87,8 @@ pub struct EtcdMember {
     pub client_url: String,
     pub peer_url: String,
     pub data_dir: PathBuf,
+    /// Set for members added as learners until they are promoted.
+    pub learner_id: Option<u64>,
     process: Option<Process>,
 }
 
@@ -179,6 +181,7 @@ impl EtcdCluster {
             client_url: format!("{}://127.0.0.1:{client_port}", self.scheme),
             peer_url: format!("{}://127.0.0.1:{peer_port}", self.scheme),
             data_dir: self.dir.join(format!("{name}.data")),
+            learner_id: None,
             process: None,
         })
     }
@@ -282,15 +285,17 @@ impl EtcdCluster {
         Ok(Client::connect(endpoints, Some(options)).await?)
     }
 
-    /// A client for every running member.
+    /// A client for every running voting member. Learners are left out: they refuse most requests
+    /// ("rpc not supported for learner") and the client balances across its endpoints.
     pub async fn client(&self) -> Result<Client> {
         self.connect(&self.client_urls()).await
     }
 
+    /// Client URLs of the running voting members.
     pub fn client_urls(&self) -> Vec<String> {
         self.members
             .iter()
-            .filter(|m| m.process.is_some())
+            .filter(|m| m.process.is_some() && m.learner_id.is_none())
             .map(|m| m.client_url.clone())
             .collect()
     }
@@ -352,6 +357,7 @@ impl EtcdCluster {
             })
             .collect();
         let mut member = planned;
+        member.learner_id = Some(id);
         member.process = Some(self.spawn(&member, &initial, "existing")?);
         self.members.push(member);
         let index = self.members.len() - 1;
@@ -360,14 +366,18 @@ impl EtcdCluster {
     }
 
     /// Promotes a learner, retrying while etcd says it is not yet in sync with the leader.
-    pub async fn promote(&self, id: u64, timeout: Duration) -> Result<()> {
+    pub async fn promote(&mut self, id: u64, timeout: Duration) -> Result<()> {
         self.retry(
             timeout,
             "promote learner",
             |e| e.contains("in sync with leader"),
             |mut c| async move { c.member_promote(id).await.map(drop) },
         )
-        .await
+        .await?;
+        for m in self.members.iter_mut().filter(|m| m.learner_id == Some(id)) {
+            m.learner_id = None;
+        }
+        Ok(())
     }
 
     /// Removes a member, retrying while etcd refuses because a recent member is not yet connected long

@@ -56,6 +56,11 @@ async fn etcd_learner_joins_is_promoted_and_removed_over_tls() {
         .expect("learner promoted");
     let members = client.member_list().await.unwrap();
     assert!(members.members().iter().all(|m| !m.is_learner()));
+    assert_eq!(
+        cluster.client_urls().len(),
+        4,
+        "the promoted member serves clients"
+    );
 
     let learner_pid = cluster
         .members()
