@@ -5,6 +5,8 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use crate::process::Process;
 use crate::{Error, Result, ports, probe};
 
@@ -97,12 +99,17 @@ impl ManagerProcess {
     }
 }
 
-/// The start-up contract every manager binary meets, checked against a fresh management plane: it
-/// connects, serves `/healthz` + `/readyz`, logs JSON when asked, and exits 0 within 10 s of SIGTERM.
-pub async fn check_serves_and_stops(binary: &Path) -> std::result::Result<(), String> {
+/// The start-up contract every manager binary meets, checked against a fresh management plane with
+/// `crds` installed: it connects, serves `/healthz` + `/readyz`, logs JSON when asked, and exits 0 within
+/// 10 s of SIGTERM.
+pub async fn check_serves_and_stops(
+    binary: &Path,
+    crds: &[CustomResourceDefinition],
+) -> std::result::Result<(), String> {
     let plane = crate::ManagementPlane::start()
         .await
         .map_err(|e| e.to_string())?;
+    plane.install_crds(crds).await.map_err(|e| e.to_string())?;
     let mut manager = ManagerProcess::start(
         binary,
         plane.kubeconfig_path(),
@@ -128,6 +135,30 @@ pub async fn check_serves_and_stops(binary: &Path) -> std::result::Result<(), St
     if !log.contains("connected to the API server") || !log.contains("\"level\":\"INFO\"") {
         return Err(format!(
             "expected JSON logs saying it connected; log:\n{log}"
+        ));
+    }
+    Ok(())
+}
+
+/// A manager started where the CRDs it watches are not installed exits non-zero by itself, naming the
+/// first missing CRD.
+pub async fn check_fails_fast_without_crds(
+    binary: &Path,
+    crd: &str,
+) -> std::result::Result<(), String> {
+    let plane = crate::ManagementPlane::start()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut manager = ManagerProcess::start(binary, plane.kubeconfig_path(), plane.dir(), &[])
+        .map_err(|e| e.to_string())?;
+    let status = manager
+        .wait_exit(Duration::from_secs(20))
+        .await
+        .ok_or("still running 20s after start without its CRDs")?;
+    let log = manager.log();
+    if status.success() || !log.contains(crd) {
+        return Err(format!(
+            "expected a failing exit naming {crd}, got {status}; log:\n{log}"
         ));
     }
     Ok(())

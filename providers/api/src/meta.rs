@@ -53,3 +53,17 @@ pub struct V1Beta1Condition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
+
+/// Label naming the Cluster an object belongs to.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// Label present (empty value) on control-plane Machines.
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// Label on control-plane Machines with the machine generation they were built for; also annotated on
+/// their static pods so the control plane can map pods to generations.
+pub const MACHINE_GENERATION_LABEL: &str = "controlplane.cluster.x-k8s.io/machine-generation";
+/// Annotation that pauses reconciliation of an object (or of a whole Cluster).
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// Label whose value `--watch-filter` selects on.
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+/// Type of Secrets written by Cluster API providers.
+pub const CLUSTER_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";

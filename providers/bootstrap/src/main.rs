@@ -2,8 +2,10 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use kubeadm_bootstrap::controller;
 use kubeadm_runtime::{ManagerArgs, exit_code, run_manager};
 
 mod render_command;
@@ -22,24 +24,61 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the manager against the management cluster until SIGTERM.
-    Run(ManagerArgs),
+    Run(RunArgs),
     /// Print the CRDs of KubeadmConfig and KubeadmConfigTemplate as YAML.
     Crds,
     /// Print the bootstrap data (cloud-config or Ignition) a KubeadmConfig renders to.
     Render(render_command::RenderArgs),
 }
 
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    manager: ManagerArgs,
+    /// Lifetime of join tokens, e.g. 15m or 900s; refreshed until the Machine has a Node.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    bootstrap_token_ttl: Duration,
+}
+
+/// `90s`, `15m`, `1h` or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 15m"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "m" => value * 60,
+        "h" => value * 3600,
+        _ => return Err(format!("{text:?}: unit must be s, m or h")),
+    };
+    if seconds == 0 {
+        return Err("the token TTL must be positive".into());
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => {
-            // Controllers arrive with their issues; until then the manager only proves it can run.
+            let settings = controller::Settings {
+                token_ttl: args.bootstrap_token_ttl,
+                namespace: args.manager.namespace.clone(),
+                watch_filter: args.manager.watch_filter.clone(),
+            };
             let result = run_manager(
                 "bootstrap-manager",
-                &args,
-                |_client, readiness| async move {
+                &args.manager,
+                |client, readiness, shutdown| async move {
+                    controller::preflight(&client)
+                        .await
+                        .map_err(kubeadm_runtime::manager::Error::Controller)?;
                     readiness.set_ready(true);
-                    std::future::pending::<()>().await;
+                    controller::run(client, settings, shutdown).await;
                     Ok(())
                 },
             )

@@ -32,9 +32,9 @@ async fn main() -> ExitCode {
             let result = run_manager(
                 "controlplane-manager",
                 &args,
-                |_client, readiness| async move {
+                |_client, readiness, shutdown| async move {
                     readiness.set_ready(true);
-                    std::future::pending::<()>().await;
+                    shutdown.wait().await;
                     Ok(())
                 },
             )

@@ -6,7 +6,9 @@ const BINARY: &str = env!("CARGO_BIN_EXE_controlplane-manager");
 
 #[tokio::test]
 async fn connects_serves_health_and_stops_on_sigterm() {
-    testenv::manager::check_serves_and_stops(Path::new(BINARY))
+    let mut crds = kubeadm_api::crd::controlplane_crds();
+    crds.extend(kubeadm_api::crd::core_crds());
+    testenv::manager::check_serves_and_stops(Path::new(BINARY), &crds)
         .await
         .unwrap();
 }

@@ -6,4 +6,4 @@ pub mod manager;
 pub mod shutdown;
 pub mod telemetry;
 
-pub use manager::{ManagerArgs, exit_code, run_manager};
+pub use manager::{ManagerArgs, Shutdown, exit_code, run_manager};

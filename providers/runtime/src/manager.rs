@@ -91,16 +91,35 @@ impl ManagerArgs {
     }
 }
 
+/// Resolves when the manager is asked to stop; handed to the controllers so they can finish in-flight
+/// work instead of being dropped mid-reconcile.
+#[derive(Clone, Debug)]
+pub struct Shutdown(tokio::sync::watch::Receiver<bool>);
+
+impl Shutdown {
+    /// A trigger (send `true` to stop) and the `Shutdown` it fires, for running controllers in tests.
+    pub fn channel() -> (tokio::sync::watch::Sender<bool>, Shutdown) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (tx, Shutdown(rx))
+    }
+
+    pub async fn wait(mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+/// How long controllers get to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
 /// Runs a manager: logs, connects, serves health, runs `controllers` until SIGTERM/SIGINT (or until they
-/// end), then shuts the health server down. `controllers` gets the client and a future that resolves on
-/// shutdown.
+/// end), lets them finish, then shuts the health server down.
 pub async fn run_manager<F, Fut>(
     name: &str,
     args: &ManagerArgs,
     controllers: F,
 ) -> Result<(), Error>
 where
-    F: FnOnce(kube::Client, Readiness) -> Fut,
+    F: FnOnce(kube::Client, Readiness, Shutdown) -> Fut,
     Fut: Future<Output = Result<(), Error>>,
 {
     telemetry::init(args.log_format);
@@ -115,18 +134,28 @@ where
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz and /readyz");
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut health_stop = stop_rx.clone();
+    let health_stop = Shutdown(stop_rx.clone());
     let health = tokio::spawn(
         axum::serve(listener, health::router(readiness.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = health_stop.wait_for(|stop| *stop).await;
-            })
+            .with_graceful_shutdown(health_stop.wait())
             .into_future(),
     );
 
+    let controllers = controllers(client, readiness.clone(), Shutdown(stop_rx));
+    tokio::pin!(controllers);
     let result = tokio::select! {
-        r = controllers(client, readiness.clone()) => r,
-        _ = crate::shutdown::signalled() => Ok(()),
+        r = &mut controllers => r,
+        _ = crate::shutdown::signalled() => {
+            readiness.set_ready(false);
+            let _ = stop_tx.send(true);
+            match tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time");
+                    Ok(())
+                }
+            }
+        }
     };
     readiness.set_ready(false);
     let _ = stop_tx.send(true);

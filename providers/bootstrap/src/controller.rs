@@ -1,0 +1,780 @@
+//! The KubeadmConfig controller: gathers the facts a render needs (owner Machine, Cluster, certificates,
+//! join token, referenced secrets), renders, and stores the result as the Machine's bootstrap data secret.
+//!
+//! One step per reconcile, never a sleep: when something is not there yet, the reconcile says why in a
+//! condition and waits for a watch event or a requeue.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::meta::{
+    CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
+    PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
+};
+use serde_json::json;
+
+use kubeadm_runtime::Shutdown;
+
+use crate::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
+use crate::init_lock::{self, Acquired, LockError};
+use crate::render::{self, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput, Role};
+use crate::tokens::{self, Refresh, TokenError};
+use crate::workload::{self, WorkloadError};
+
+/// How long a worker waits before looking again while the control plane initializes.
+const WAIT_FOR_CONTROL_PLANE: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Lifetime of join tokens; refreshed every third of it until the Machine has a Node.
+    pub token_ttl: Duration,
+    /// Only objects in this namespace (all when empty).
+    pub namespace: String,
+    /// Only objects whose `cluster.x-k8s.io/watch-filter` label has this value (all when empty).
+    pub watch_filter: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            token_ttl: tokens::DEFAULT_TTL,
+            namespace: String::new(),
+            watch_filter: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Certificates(#[from] CertError),
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+}
+
+impl Error {
+    /// A short label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Certificates(_) => "certificates",
+            Error::Tokens(_) => "tokens",
+            Error::Lock(_) => "init_lock",
+            Error::Workload(_) => "workload",
+        }
+    }
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: Settings,
+}
+
+/// Fails with a message naming the missing CRD when the kinds this controller watches are not served
+/// (the watchers would otherwise retry forever without saying why).
+pub async fn preflight(client: &kube::Client) -> Result<(), String> {
+    served::<KubeadmConfig>(client, "config/crd").await?;
+    served::<Machine>(client, "clusterctl init installs it").await?;
+    served::<Cluster>(client, "clusterctl init installs it").await
+}
+
+async fn served<K>(client: &kube::Client, installed_by: &str) -> Result<(), String>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let probe = ListParams::default().limit(1);
+    match Api::<K>::all(client.clone()).list_metadata(&probe).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let crd = format!("{}.{}", K::plural(&()), K::group(&()));
+            Err(format!(
+                "cannot list {}: {e}; is the CRD {crd} installed ({installed_by})?",
+                K::plural(&())
+            ))
+        }
+    }
+}
+
+/// How long in-flight reconciles get after a shutdown request before they are dropped. Reconciles are
+/// idempotent, so dropping one mid-way is safe; the bound also covers a shutdown that arrives before the
+/// first list completed, which kube-runtime would otherwise wait out forever.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs the controller until `shutdown` fires.
+pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
+    let configs: Api<KubeadmConfig> = scoped_api(&client, &settings.namespace);
+    let machines: Api<Machine> = scoped_api(&client, &settings.namespace);
+    let clusters: Api<Cluster> = scoped_api(&client, &settings.namespace);
+    let watch = watcher_config(&settings.watch_filter);
+    let controller = Controller::new(configs, watch.clone());
+    let cluster_store = controller.store();
+    let context = Arc::new(Context { client, settings });
+    let controller = controller
+        // A Machine points at its config; its changes (nodeRef, version) matter to the config.
+        .watches(machines, watch.clone(), |machine: Machine| {
+            let namespace = machine.namespace()?;
+            let config = machine.spec.bootstrap.config_ref.as_ref()?;
+            (config.kind == "KubeadmConfig")
+                .then(|| ObjectRef::new(&config.name).within(&namespace))
+        })
+        // Cluster changes (infrastructure ready, control plane initialized, unpaused) wake its configs.
+        .watches(clusters, watch, move |cluster: Cluster| {
+            let name = cluster.name_any();
+            let namespace = cluster.namespace();
+            cluster_store
+                .state()
+                .into_iter()
+                .filter(|c| {
+                    c.namespace() == namespace && c.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
+                })
+                .map(|c| ObjectRef::from_obj(&*c))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown.clone().wait())
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(config = %object, "reconciled"),
+                Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+            }
+        });
+    tokio::select! {
+        () = controller => {}
+        () = async { shutdown.wait().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles did not finish in time; stopping anyway");
+        }
+    }
+}
+
+fn scoped_api<K>(client: &kube::Client, namespace: &str) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    if namespace.is_empty() {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+fn watcher_config(watch_filter: &str) -> watcher::Config {
+    if watch_filter.is_empty() {
+        watcher::Config::default()
+    } else {
+        watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={watch_filter}"))
+    }
+}
+
+fn error_policy(config: Arc<KubeadmConfig>, error: &Error, _: Arc<Context>) -> Action {
+    tracing::warn!(config = %config.name_any(), kind = error.metric_label(), error = %error, "will retry");
+    Action::requeue(Duration::from_secs(10))
+}
+
+/// What a reconcile found; everything the render and the status need.
+struct Facts {
+    config: Arc<KubeadmConfig>,
+    namespace: String,
+    machine: Machine,
+    cluster: Cluster,
+}
+
+async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = config.namespace().unwrap_or_default();
+    let Some(machine_name) = owner_machine(&config) else {
+        // A template's copy waits until core Cluster API sets the owner Machine.
+        return Ok(Action::await_change());
+    };
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(machine) = machines.get_opt(&machine_name).await? else {
+        return Ok(Action::await_change());
+    };
+    let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(cluster) = clusters.get_opt(&machine.spec.cluster_name).await? else {
+        return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
+    };
+    if is_paused(&config, &cluster) {
+        tracing::debug!(config = %config.name_any(), "paused");
+        return Ok(Action::await_change());
+    }
+    let facts = Facts {
+        config,
+        namespace,
+        machine,
+        cluster,
+    };
+
+    if data_secret_created(&facts.config) {
+        return keep_token_fresh(&facts, &ctx).await;
+    }
+    if let Some(name) = facts.machine.spec.bootstrap.data_secret_name.clone() {
+        // The Machine already has bootstrap data (e.g. after a move to another management cluster).
+        write_status(&ctx, &facts, Outcome::Ready { secret: name }).await?;
+        return Ok(Action::await_change());
+    }
+    if !infrastructure_provisioned(&facts.cluster) {
+        write_status(
+            &ctx,
+            &facts,
+            Outcome::Waiting(
+                "WaitingForInfrastructure",
+                "the Cluster's infrastructure is not provisioned yet",
+            ),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+
+    let control_plane = facts.machine.labels().contains_key(CONTROL_PLANE_LABEL);
+    let role = if control_plane_initialized(&facts.cluster) {
+        if control_plane {
+            // Initialized: whoever held the init lock is done with it.
+            init_lock::release(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+            Role::ControlPlaneJoin
+        } else {
+            Role::WorkerJoin
+        }
+    } else if !control_plane {
+        write_status(
+            &ctx,
+            &facts,
+            Outcome::Waiting(
+                "WaitingForControlPlane",
+                "workers join once the control plane is initialized",
+            ),
+        )
+        .await?;
+        return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
+    } else {
+        let cluster_name = facts.cluster.name_any();
+        match init_lock::try_acquire(
+            &ctx.client,
+            &facts.namespace,
+            &cluster_name,
+            &facts.machine.name_any(),
+        )
+        .await?
+        {
+            Acquired::Yes => Role::Init,
+            Acquired::HeldBy(holder) => {
+                let message = format!("Machine {holder} is initializing the control plane");
+                write_status(
+                    &ctx,
+                    &facts,
+                    Outcome::WaitingOwned("WaitingForControlPlaneInit", message),
+                )
+                .await?;
+                return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
+            }
+        }
+    };
+    let outcome = bootstrap(&facts, &ctx, role).await;
+    if role == Role::Init && !matches!(outcome, Ok(Bootstrapped::Written(_))) {
+        // Whoever cannot init must not keep the others waiting: hand the lock back.
+        init_lock::release(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    }
+    outcome.map(Bootstrapped::action)
+}
+
+/// How a bootstrap attempt ended.
+enum Bootstrapped {
+    /// The data secret was written.
+    Written(Action),
+    /// Waiting or failed, with the status saying why.
+    NotYet(Action),
+}
+
+impl Bootstrapped {
+    fn action(self) -> Action {
+        match self {
+            Bootstrapped::Written(action) | Bootstrapped::NotYet(action) => action,
+        }
+    }
+}
+
+/// Renders and stores the bootstrap data for `role`.
+async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrapped, Error> {
+    let cluster_name = facts.cluster.name_any();
+    let owner = facts
+        .cluster
+        .spec
+        .control_plane_ref
+        .is_none()
+        .then(|| owner_reference(&facts.config));
+    // Without a control-plane provider the bootstrap provider owns the cluster certificates.
+    let generate = facts.cluster.spec.control_plane_ref.is_none();
+    let certificates = match certificates::lookup_or_generate(
+        &ctx.client,
+        &facts.namespace,
+        &cluster_name,
+        owner,
+        generate,
+        DEFAULT_CA_VALIDITY_DAYS,
+    )
+    .await
+    {
+        Ok(certificates) => certificates,
+        Err(e @ CertError::Missing { .. }) => {
+            let message = e.to_string();
+            write_status(
+                ctx,
+                facts,
+                Outcome::Failed("CertificatesUnavailable", message),
+            )
+            .await?;
+            return Ok(Bootstrapped::NotYet(Action::requeue(
+                WAIT_FOR_CONTROL_PLANE,
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+
+    let mut spec = facts.config.spec.clone();
+    let join = match role {
+        Role::Init => None,
+        Role::ControlPlaneJoin | Role::WorkerJoin => {
+            let Some(endpoint) = control_plane_endpoint(&facts.cluster) else {
+                write_status(
+                    ctx,
+                    facts,
+                    Outcome::Waiting(
+                        "WaitingForControlPlaneEndpoint",
+                        "the Cluster has no controlPlaneEndpoint yet",
+                    ),
+                )
+                .await?;
+                return Ok(Bootstrapped::NotYet(Action::await_change()));
+            };
+            let token = ensure_join_token(facts, ctx, &mut spec).await?;
+            Some(JoinFacts {
+                token,
+                api_server_endpoint: endpoint,
+                ca_cert_hashes: vec![certificates::ca_cert_hash(&certificates.ca.cert)?],
+            })
+        }
+    };
+
+    let cluster_facts = cluster_facts(&facts.cluster, &facts.machine);
+    let machine_facts = MachineFacts {
+        name: facts.machine.name_any(),
+        generation: facts
+            .machine
+            .labels()
+            .get(MACHINE_GENERATION_LABEL)
+            .cloned(),
+    };
+    let secrets = referenced_secrets(&ctx.client, &facts.namespace, &spec).await?;
+    let input = RenderInput {
+        role,
+        spec: &spec,
+        cluster: &cluster_facts,
+        machine: &machine_facts,
+        certificates: Some(&certificates),
+        join: join.as_ref(),
+        secrets: &secrets,
+    };
+    let data = match render::render(&input) {
+        Ok(data) => data,
+        Err(e) => {
+            // Bad input is the user's to fix: say so and wait for a change, no retry loop.
+            write_status(
+                ctx,
+                facts,
+                Outcome::Failed(render_reason(&e), e.to_string()),
+            )
+            .await?;
+            return Ok(Bootstrapped::NotYet(Action::await_change()));
+        }
+    };
+    let secret = data_secret(facts, &cluster_name, data, spec.format.unwrap_or_default());
+    let secrets_api: Api<Secret> = Api::namespaced(ctx.client.clone(), &facts.namespace);
+    secrets_api
+        .patch(
+            &facts.config.name_any(),
+            &PatchParams::apply(crate::FIELD_MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await?;
+    tracing::info!(config = %facts.config.name_any(), role = ?role, "bootstrap data written");
+    write_status(
+        ctx,
+        facts,
+        Outcome::Ready {
+            secret: facts.config.name_any(),
+        },
+    )
+    .await?;
+    Ok(Bootstrapped::Written(match role {
+        Role::Init => Action::await_change(),
+        _ => Action::requeue(ctx.settings.token_ttl / 3),
+    }))
+}
+
+/// The join token: the one in the spec if any (set by us earlier, or by the user), else a new one
+/// created in the workload cluster and recorded in the spec, as Cluster API does, so a restarted
+/// controller refreshes the same token instead of minting another.
+async fn ensure_join_token(
+    facts: &Facts,
+    ctx: &Context,
+    spec: &mut KubeadmConfigSpec,
+) -> Result<String, Error> {
+    if let Some(token) = spec
+        .join_configuration
+        .discovery
+        .bootstrap_token
+        .token
+        .clone()
+    {
+        return Ok(token);
+    }
+    let workload =
+        workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    let token = tokens::create(&workload, ctx.settings.token_ttl, SystemTime::now()).await?;
+    let value = token.to_string();
+    let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &facts.namespace);
+    let patch =
+        json!({"spec": {"joinConfiguration": {"discovery": {"bootstrapToken": {"token": value}}}}});
+    configs
+        .patch(
+            &facts.config.name_any(),
+            &merge_params(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    spec.join_configuration.discovery.bootstrap_token.token = Some(value.clone());
+    Ok(value)
+}
+
+/// After the data is written: keep a join token alive until the Machine has a Node.
+async fn keep_token_fresh(facts: &Facts, ctx: &Context) -> Result<Action, Error> {
+    let has_node = facts
+        .machine
+        .status
+        .as_ref()
+        .is_some_and(|s| s.node_ref.is_some());
+    let token = facts
+        .config
+        .spec
+        .join_configuration
+        .discovery
+        .bootstrap_token
+        .token
+        .clone();
+    let (false, Some(token)) = (has_node, token) else {
+        return Ok(Action::await_change());
+    };
+    let Ok(token) = token.parse() else {
+        return Ok(Action::await_change());
+    };
+    let workload =
+        workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    match tokens::refresh(&workload, &token, ctx.settings.token_ttl, SystemTime::now()).await? {
+        Refresh::Extended | Refresh::StillValid => {}
+        Refresh::Missing => {
+            tracing::warn!(config = %facts.config.name_any(), "join token is gone from the workload cluster")
+        }
+    }
+    Ok(Action::requeue(ctx.settings.token_ttl / 3))
+}
+
+fn owner_machine(config: &KubeadmConfig) -> Option<String> {
+    config
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|o| o.name.clone())
+}
+
+fn is_paused(config: &KubeadmConfig, cluster: &Cluster) -> bool {
+    cluster.spec.paused == Some(true)
+        || cluster.annotations().contains_key(PAUSED_ANNOTATION)
+        || config.annotations().contains_key(PAUSED_ANNOTATION)
+}
+
+fn data_secret_created(config: &KubeadmConfig) -> bool {
+    config.status.as_ref().is_some_and(|s| {
+        s.initialization.data_secret_created == Some(true) && s.data_secret_name.is_some()
+    })
+}
+
+fn infrastructure_provisioned(cluster: &Cluster) -> bool {
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.infrastructure_provisioned)
+        == Some(true)
+}
+
+fn control_plane_initialized(cluster: &Cluster) -> bool {
+    let Some(status) = cluster.status.as_ref() else {
+        return false;
+    };
+    status
+        .initialization
+        .as_ref()
+        .and_then(|i| i.control_plane_initialized)
+        == Some(true)
+        || status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "ControlPlaneInitialized" && c.status == "True")
+}
+
+fn control_plane_endpoint(cluster: &Cluster) -> Option<String> {
+    let endpoint = cluster.spec.control_plane_endpoint.as_ref()?;
+    match (endpoint.host.as_deref(), endpoint.port) {
+        (Some(host), Some(port)) if !host.is_empty() && port > 0 => Some(format!("{host}:{port}")),
+        _ => None,
+    }
+}
+
+fn cluster_facts(cluster: &Cluster, machine: &Machine) -> ClusterFacts {
+    let network = cluster.spec.cluster_network.as_ref();
+    let join = |ranges: Option<&kubeadm_api::cluster::v1beta2::NetworkRanges>| {
+        ranges
+            .filter(|r| !r.cidr_blocks.is_empty())
+            .map(|r| r.cidr_blocks.join(","))
+    };
+    ClusterFacts {
+        name: cluster.name_any(),
+        kubernetes_version: machine.spec.version.clone().unwrap_or_default(),
+        control_plane_endpoint: control_plane_endpoint(cluster),
+        service_subnet: join(network.and_then(|n| n.services.as_ref())),
+        pod_subnet: join(network.and_then(|n| n.pods.as_ref())),
+        dns_domain: network.and_then(|n| n.service_domain.clone()),
+    }
+}
+
+/// Values of the secrets `files[].contentFrom` and `users[].passwdFrom` refer to. A missing secret or
+/// key is left out; the render then fails naming the field.
+async fn referenced_secrets(
+    client: &kube::Client,
+    namespace: &str,
+    spec: &KubeadmConfigSpec,
+) -> Result<BTreeMap<(String, String), String>, Error> {
+    let refs = spec
+        .files
+        .iter()
+        .filter(|f| f.content_from.is_defined())
+        .map(|f| {
+            (
+                f.content_from.secret.name.clone(),
+                f.content_from.secret.key.clone(),
+            )
+        })
+        .chain(
+            spec.users
+                .iter()
+                .filter(|u| u.passwd_from.is_defined())
+                .map(|u| {
+                    (
+                        u.passwd_from.secret.name.clone(),
+                        u.passwd_from.secret.key.clone(),
+                    )
+                }),
+        );
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut values = BTreeMap::new();
+    for (name, key) in refs {
+        if values.contains_key(&(name.clone(), key.clone())) {
+            continue;
+        }
+        let Some(secret) = api.get_opt(&name).await? else {
+            continue;
+        };
+        let value = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&key))
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned());
+        if let Some(value) = value {
+            values.insert((name, key), value);
+        }
+    }
+    Ok(values)
+}
+
+fn owner_reference(config: &KubeadmConfig) -> OwnerReference {
+    config
+        .controller_owner_ref(&())
+        .expect("a stored KubeadmConfig has a name and uid")
+}
+
+/// The bootstrap data secret: same name and namespace as the config, owned by it.
+fn data_secret(facts: &Facts, cluster_name: &str, data: Vec<u8>, format: Format) -> Secret {
+    let format = match format {
+        Format::CloudConfig => "cloud-config",
+        Format::Ignition => "ignition",
+    };
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(facts.config.name_any()),
+            namespace: Some(facts.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.to_owned(),
+                cluster_name.to_owned(),
+            )])),
+            owner_references: Some(vec![owner_reference(&facts.config)]),
+            ..Default::default()
+        },
+        type_: Some(CLUSTER_SECRET_TYPE.to_owned()),
+        data: Some(BTreeMap::from([
+            ("value".to_owned(), ByteString(data)),
+            ("format".to_owned(), ByteString(format.as_bytes().to_vec())),
+        ])),
+        ..Default::default()
+    }
+}
+
+fn render_reason(error: &RenderError) -> &'static str {
+    match error {
+        RenderError::LearnerModeUnsupported { .. } => "EtcdLearnerModeUnsupported",
+        RenderError::MissingSecret { .. } => "SecretMissing",
+        _ => "InvalidSpec",
+    }
+}
+
+/// What the status should say after this reconcile.
+enum Outcome {
+    /// The data secret exists.
+    Ready { secret: String },
+    /// Waiting for something outside the config.
+    Waiting(&'static str, &'static str),
+    /// Waiting, with a message built at runtime.
+    WaitingOwned(&'static str, String),
+    /// The spec or its references are wrong, or certificates are missing.
+    Failed(&'static str, String),
+}
+
+async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<(), Error> {
+    let current = facts.config.status.clone().unwrap_or_default();
+    let mut conditions = current.conditions.clone();
+    let generation = facts.config.metadata.generation;
+    let mut status = json!({ "observedGeneration": generation });
+    match outcome {
+        Outcome::Ready { secret } => {
+            for type_ in ["Ready", "DataSecretAvailable", "CertificatesAvailable"] {
+                set_condition(&mut conditions, type_, true, "Available", "", generation);
+            }
+            status["dataSecretName"] = json!(secret);
+            status["initialization"] = json!({ "dataSecretCreated": true });
+        }
+        Outcome::Waiting(reason, message) => {
+            set_condition(
+                &mut conditions,
+                "DataSecretAvailable",
+                false,
+                reason,
+                message,
+                generation,
+            );
+            set_condition(&mut conditions, "Ready", false, reason, message, generation);
+        }
+        Outcome::WaitingOwned(reason, message) | Outcome::Failed(reason, message) => {
+            if reason == "CertificatesUnavailable" {
+                set_condition(
+                    &mut conditions,
+                    "CertificatesAvailable",
+                    false,
+                    reason,
+                    &message,
+                    generation,
+                );
+            }
+            set_condition(
+                &mut conditions,
+                "DataSecretAvailable",
+                false,
+                reason,
+                &message,
+                generation,
+            );
+            set_condition(
+                &mut conditions,
+                "Ready",
+                false,
+                reason,
+                &message,
+                generation,
+            );
+        }
+    }
+    status["conditions"] = serde_json::to_value(&conditions).expect("conditions serialize");
+    if current.conditions == conditions
+        && status.get("dataSecretName").is_none_or(|s| {
+            Some(s.as_str().unwrap_or_default()) == current.data_secret_name.as_deref()
+        })
+        && current.observed_generation == generation
+    {
+        return Ok(());
+    }
+    let api: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &facts.namespace);
+    api.patch_status(
+        &facts.config.name_any(),
+        &merge_params(),
+        &Patch::Merge(&json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets a condition, keeping its transition time when the status does not change.
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let status = if ok { "True" } else { "False" };
+    let message = if message.is_empty() { reason } else { message };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => {
+            c.observed_generation = generation;
+        }
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Time(k8s_openapi::jiff::Timestamp::now());
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message.into();
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+            observed_generation: generation,
+        }),
+    }
+}
+
+/// Merge patches carry our field manager too, so `managedFields` say who wrote what.
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,205 @@
+//! Clients for workload clusters, built from the admin kubeconfig the control-plane provider stores in the
+//! management cluster as Secret `<cluster>-kubeconfig` (key `value`).
+//!
+//! The kubeconfig holds credentials: errors name the Secret and key, never its content. Whoever can write the
+//! Secret chooses what the kubeconfig says, so only self-contained kubeconfigs are accepted: no exec or
+//! auth-provider plugins and no file paths, which would run commands or read files in this controller.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+/// Key of the kubeconfig Secret that holds the kubeconfig.
+pub const KUBECONFIG_KEY: &str = "value";
+
+/// Name of the Secret that holds the workload cluster's admin kubeconfig.
+pub fn kubeconfig_secret_name(cluster: &str) -> String {
+    format!("{cluster}-kubeconfig")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error(
+        "kubeconfig Secret {namespace}/{name} of the workload cluster does not exist (yet); \
+         the control-plane provider writes it once the control plane is initialised"
+    )]
+    SecretMissing { namespace: String, name: String },
+    #[error("kubeconfig Secret {namespace}/{name} has no key {KUBECONFIG_KEY:?}")]
+    KeyMissing { namespace: String, name: String },
+    #[error("kubeconfig in Secret {namespace}/{name} key {KUBECONFIG_KEY:?} is unusable: {reason}")]
+    Unparseable {
+        namespace: String,
+        name: String,
+        reason: String,
+    },
+    #[error("cannot read kubeconfig Secret {namespace}/{name}: {source}")]
+    Read {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl WorkloadError {
+    /// Short, bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            WorkloadError::SecretMissing { .. } => "workload_kubeconfig_missing",
+            WorkloadError::KeyMissing { .. } => "workload_kubeconfig_key_missing",
+            WorkloadError::Unparseable { .. } => "workload_kubeconfig_unparseable",
+            WorkloadError::Read { .. } => "workload_kubeconfig_read",
+        }
+    }
+}
+
+/// A client for the workload cluster `cluster`, from its kubeconfig Secret in `namespace`.
+pub async fn client(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<kube::Client, WorkloadError> {
+    let name = kubeconfig_secret_name(cluster);
+    let secrets: Api<Secret> = Api::namespaced(management.clone(), namespace);
+    let secret = secrets
+        .get_opt(&name)
+        .await
+        .map_err(|source| WorkloadError::Read {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+            source,
+        })?
+        .ok_or_else(|| WorkloadError::SecretMissing {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+        })?;
+    let unparseable = |reason: String| WorkloadError::Unparseable {
+        namespace: namespace.to_owned(),
+        name: name.clone(),
+        reason,
+    };
+    let raw = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(KUBECONFIG_KEY))
+        .ok_or_else(|| WorkloadError::KeyMissing {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+        })?;
+    let yaml = std::str::from_utf8(&raw.0).map_err(|_| unparseable("not UTF-8".to_owned()))?;
+    let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| unparseable(describe(&e)))?;
+    check_self_contained(&kubeconfig).map_err(unparseable)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| unparseable(describe(&e)))?;
+    kube::Client::try_from(config).map_err(|e| unparseable(format!("cannot build a client: {e}")))
+}
+
+/// Refuses kubeconfigs that would make this controller run a command or read a local file.
+fn check_self_contained(kubeconfig: &Kubeconfig) -> Result<(), String> {
+    for named in &kubeconfig.auth_infos {
+        let Some(user) = &named.auth_info else {
+            continue;
+        };
+        let refused = [
+            ("exec", user.exec.is_some()),
+            ("auth-provider", user.auth_provider.is_some()),
+            ("tokenFile", user.token_file.is_some()),
+            ("client-certificate", user.client_certificate.is_some()),
+            ("client-key", user.client_key.is_some()),
+        ];
+        if let Some((field, _)) = refused.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "user {:?} sets {field}; only inline credentials (token, client-certificate-data, \
+                 client-key-data) are accepted",
+                named.name
+            ));
+        }
+    }
+    for named in &kubeconfig.clusters {
+        if named
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.certificate_authority.is_some())
+        {
+            return Err(format!(
+                "cluster {:?} sets certificate-authority (a file); use certificate-authority-data",
+                named.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with a kubeconfig, without quoting it: YAML errors can echo the offending text.
+fn describe(error: &KubeconfigError) -> String {
+    match error {
+        KubeconfigError::Parse(parse) => match parse.location() {
+            Some(at) => format!(
+                "not valid kubeconfig YAML (line {}, column {})",
+                at.line(),
+                at.column()
+            ),
+            None => "not valid kubeconfig YAML".to_owned(),
+        },
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_is_named_after_the_cluster() {
+        assert_eq!(kubeconfig_secret_name("prod"), "prod-kubeconfig");
+    }
+
+    #[test]
+    fn parse_errors_do_not_quote_the_kubeconfig() {
+        let leaky = "apiVersion: v1\nusers: client-key-data-SENSITIVE\n";
+        let error = Kubeconfig::from_yaml(leaky).unwrap_err();
+        let described = describe(&error);
+        assert!(!described.contains("SENSITIVE"), "{described}");
+        assert!(described.contains("line"), "{described}");
+    }
+
+    #[test]
+    fn kubeconfigs_that_reach_outside_the_secret_are_refused() {
+        let inline = "users:\n- name: admin\n  user:\n    token: abc\n    client-key-data: eA==\n\
+                      clusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443\n    \
+                      certificate-authority-data: eA==\n";
+        check_self_contained(&Kubeconfig::from_yaml(inline).unwrap()).unwrap();
+
+        for (yaml, field) in [
+            (
+                "users:\n- name: a\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: sh\n",
+                "exec",
+            ),
+            (
+                "users:\n- name: a\n  user:\n    tokenFile: /var/run/token\n",
+                "tokenFile",
+            ),
+            (
+                "users:\n- name: a\n  user:\n    client-key: /etc/key.pem\n",
+                "client-key",
+            ),
+            (
+                "clusters:\n- name: c\n  cluster:\n    server: https://x\n    certificate-authority: /ca.crt\n",
+                "certificate-authority",
+            ),
+        ] {
+            let error = check_self_contained(&Kubeconfig::from_yaml(yaml).unwrap()).unwrap_err();
+            assert!(error.contains(field), "{error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn config_errors_name_the_problem() {
+        let no_context = Kubeconfig::from_yaml("apiVersion: v1\nkind: Config\n").unwrap();
+        let error = kube::Config::from_custom_kubeconfig(no_context, &KubeConfigOptions::default())
+            .await
+            .unwrap_err();
+        assert!(describe(&error).contains("context"), "{}", describe(&error));
+    }
+}
