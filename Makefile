@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 
-.PHONY: help dev test testenv manifests check-manifests build lint fmt
+.PHONY: help dev test testenv manifests check-manifests build lint fmt bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ check-manifests: ## Fail when generated CRDs are stale
 
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv
+
+bench: ## Benchmarks (render throughput), numbers printed, nothing asserted
+	$(CARGO) bench -p kubeadm-bootstrap --bench render
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
