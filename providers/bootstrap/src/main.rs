@@ -6,9 +6,14 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use kubeadm_bootstrap::controller;
-use kubeadm_runtime::{ManagerArgs, exit_code, run_manager};
+use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
 
 mod render_command;
+
+const MANAGER: Manager = Manager {
+    name: "bootstrap-manager",
+    default_lease: "kubeadm-bootstrap-manager-leader-election-capi",
+};
 
 #[derive(Parser)]
 #[command(
@@ -71,7 +76,7 @@ async fn main() -> ExitCode {
                 watch_filter: args.manager.watch_filter.clone(),
             };
             let result = run_manager(
-                "bootstrap-manager",
+                &MANAGER,
                 &args.manager,
                 |client, readiness, shutdown| async move {
                     controller::preflight(&client)

@@ -2,9 +2,11 @@
 //! and KubeadmConfigs, and a second apiserver standing in for the workload cluster that receives the
 //! join tokens.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
@@ -146,6 +148,59 @@ async fn condition_reason(client: &kube::Client, name: &str, type_: &str) -> Opt
         .map(|c| c.reason)
 }
 
+/// `(type, reason)` of the events.k8s.io/v1 Events about the KubeadmConfig `name`.
+async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String)> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("KubeadmConfig") && r.name.as_deref() == Some(name)
+            })
+        })
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .collect()
+}
+
+/// `kubeadm_bootstrap_api_writes_total` by kind, read from this process's `/metrics` text.
+fn api_writes() -> BTreeMap<String, u64> {
+    const PREFIX: &str = "kubeadm_bootstrap_api_writes_total{kind=\"";
+    kubeadm_runtime::metrics::encode()
+        .lines()
+        .filter_map(|line| {
+            let (kind, value) = line.strip_prefix(PREFIX)?.split_once("\"} ")?;
+            Some((kind.to_owned(), value.parse().unwrap()))
+        })
+        .collect()
+}
+
+/// Counts in `after` that grew since `before`.
+fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(kind, n)| (kind.clone(), n - before.get(kind).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// Waits until the write counters stayed the same for a second (bounded), so a snapshot holds all the
+/// writes of the reconciles a change triggered.
+async fn writes_settled() -> BTreeMap<String, u64> {
+    let mut last = api_writes();
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = api_writes();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
 /// Polls `check` every 200 ms for up to 60 s (a bounded wait, not a timing assertion).
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
@@ -234,6 +289,12 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
         init.contains("controlplane.cluster.x-k8s.io/machine-generation: genc01"),
         "{init}"
     );
+    eventually("an event says the init data was written", || async {
+        events_about(&client, "prod-cp-1")
+            .await
+            .contains(&("Normal".into(), "BootstrapDataWritten".into()))
+    })
+    .await;
     eventually(
         "the other control-plane machine waits for the lock",
         || async {
@@ -350,6 +411,12 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
         condition.message
     );
     assert!(user_data(&client, "broken-cp-0").await.is_none());
+    eventually("a warning event says the spec is invalid", || async {
+        events_about(&client, "broken-cp-0")
+            .await
+            .contains(&("Warning".into(), "InvalidSpec".into()))
+    })
+    .await;
     assert!(
         Api::<ConfigMap>::namespaced(client.clone(), NS)
             .get_opt("broken-lock")
@@ -361,6 +428,52 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
     // The paused cluster was left alone the whole time.
     assert!(user_data(&client, "frozen-cp-0").await.is_none());
     assert!(configs.get("frozen-cp-0").await.unwrap().status.is_none());
+    assert!(events_about(&client, "frozen-cp-0").await.is_empty());
+
+    // One Machine at a time in a fresh cluster, to read the API writes each kind of Machine costs.
+    cluster(&client, "solo", false).await;
+    let solo_kubeconfig: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "solo-kubeconfig", "namespace": NS },
+        "stringData": { "value": kubeconfig },
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &solo_kubeconfig)
+        .await
+        .unwrap();
+    let mut before = writes_settled().await;
+    let mut per_machine = Vec::new();
+    for (name, control_plane) in [
+        ("solo-cp-0", true),
+        ("solo-cp-1", true),
+        ("solo-md-0", false),
+    ] {
+        machine_with_config(&client, "solo", name, control_plane).await;
+        eventually(&format!("{name} gets its data"), || async {
+            condition_reason(&client, name, "DataSecretAvailable")
+                .await
+                .as_deref()
+                == Some("Available")
+        })
+        .await;
+        let after = writes_settled().await;
+        let writes = grown(&before, &after);
+        println!(
+            "API writes for {name}: {} {writes:?}",
+            writes.values().sum::<u64>()
+        );
+        per_machine.push(writes);
+        before = after;
+        if name == "solo-cp-0" {
+            set_cluster_status(&client, "solo", json!({ "initialization": { "infrastructureProvisioned": true, "controlPlaneInitialized": true } })).await;
+            before = writes_settled().await;
+        }
+    }
+    for writes in &per_machine {
+        assert!(writes.get("data_secret_apply") > Some(&0), "{writes:?}");
+        assert!(writes.get("status_patch") > Some(&0), "{writes:?}");
+    }
+    println!("API writes in this test: {:?}", api_writes());
 
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(20), running)

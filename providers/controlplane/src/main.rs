@@ -3,7 +3,12 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kubeadm_runtime::{ManagerArgs, exit_code, run_manager};
+use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
+
+const MANAGER: Manager = Manager {
+    name: "controlplane-manager",
+    default_lease: "kubeadm-control-plane-manager-leader-election-capi",
+};
 
 #[derive(Parser)]
 #[command(
@@ -29,15 +34,11 @@ async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => {
             // Controllers arrive with their issues; until then the manager only proves it can run.
-            let result = run_manager(
-                "controlplane-manager",
-                &args,
-                |_client, readiness, shutdown| async move {
-                    readiness.set_ready(true);
-                    shutdown.wait().await;
-                    Ok(())
-                },
-            )
+            let result = run_manager(&MANAGER, &args, |_client, readiness, shutdown| async move {
+                readiness.set_ready(true);
+                shutdown.wait().await;
+                Ok(())
+            })
             .await;
             exit_code("controlplane-manager", result)
         }

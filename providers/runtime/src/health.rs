@@ -1,4 +1,5 @@
-//! `/healthz` (the process serves requests) and `/readyz` (the manager is connected and working).
+//! `/healthz` (the process serves requests), `/readyz` (the manager is connected and working) and
+//! `/metrics` (the process registry of [`crate::metrics`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -6,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::routing::get;
 
 /// Shared flag the manager sets once it can do its work.
@@ -27,6 +28,7 @@ pub fn router(readiness: Readiness) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(readiness)
 }
 
@@ -36,6 +38,13 @@ async fn readyz(State(readiness): State<Readiness>) -> (StatusCode, &'static str
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready")
     }
+}
+
+async fn metrics() -> ([(header::HeaderName, &'static str); 1], String) {
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        crate::metrics::encode(),
+    )
 }
 
 /// Binds the health endpoint; fails with the address in the message when the port is taken.

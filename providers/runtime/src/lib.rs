@@ -1,9 +1,11 @@
 //! What both managers share: command-line options, the API server connection, `/healthz` + `/readyz`,
-//! logging setup and graceful shutdown.
+//! Prometheus `/metrics`, Lease-based leader election, logging setup and graceful shutdown.
 
 pub mod health;
+pub mod leader;
 pub mod manager;
+pub mod metrics;
 pub mod shutdown;
 pub mod telemetry;
 
-pub use manager::{ManagerArgs, Shutdown, exit_code, run_manager};
+pub use manager::{Manager, ManagerArgs, Shutdown, exit_code, run_manager};

@@ -1,5 +1,5 @@
-//! The skeleton every manager runs: connect to the API server, serve health endpoints, run the
-//! controllers until a shutdown signal, then stop them in order.
+//! The skeleton every manager runs: connect to the API server, serve health endpoints, become leader
+//! if asked to, run the controllers until a shutdown signal, then stop them in order.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::health::{self, Readiness};
+use crate::leader::{self, Leader, LeaderElector};
 use crate::telemetry::{self, LogFormat};
 
 /// Options shared by `bootstrap-manager run` and `controlplane-manager run`.
@@ -30,6 +31,26 @@ pub struct ManagerArgs {
     /// How long to wait for the API server at start-up before giving up.
     #[arg(long, default_value = "30", value_name = "SECONDS")]
     pub connect_timeout: u64,
+    /// Run the controllers only while holding a Lease, so that of several replicas one acts at a
+    /// time. Off by default for a manager started by hand; deployment manifests pass `--leader-elect`.
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub leader_elect: bool,
+    /// Namespace of the leader election Lease [default: the pod's namespace in a cluster, else
+    /// `default`].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader election Lease [default: Cluster API's name for the same manager, e.g.
+    /// `kubeadm-bootstrap-manager-leader-election-capi`, so Go and Rust replicas exclude each other].
+    #[arg(long, value_name = "NAME")]
+    pub leader_election_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,11 +65,43 @@ pub enum Error {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    LeaderElection(#[from] leader::Error),
+    #[error("lost leadership: {0}; stopping so that only the new leader acts")]
+    LostLeadership(#[from] leader::Lost),
     #[error("{0}")]
     Controller(String),
 }
 
+/// Who a manager is: its name (logs, exit messages) and the Lease its replicas compete for by default.
+#[derive(Clone, Copy, Debug)]
+pub struct Manager {
+    pub name: &'static str,
+    /// CAPI's own Lease name for the same role, so a Go and a Rust manager of one kind never both lead
+    /// while one replaces the other.
+    pub default_lease: &'static str,
+}
+
 impl ManagerArgs {
+    /// The Lease `(namespace, name)` the manager competes for, or `None` without `--leader-elect`.
+    pub fn leader_election_lease(&self, manager: &Manager) -> Option<(String, String)> {
+        if !self.leader_elect {
+            return None;
+        }
+        let namespace = self
+            .leader_election_namespace
+            .clone()
+            .filter(|namespace| !namespace.is_empty())
+            .or_else(leader::pod_namespace)
+            .unwrap_or_else(|| "default".into());
+        let lease = self
+            .leader_election_id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| manager.default_lease.to_owned());
+        Some((namespace, lease))
+    }
+
     /// A client for the management cluster, from `--kubeconfig` or the in-cluster environment.
     pub async fn client(&self) -> Result<kube::Client, Error> {
         let source = self
@@ -111,10 +164,16 @@ impl Shutdown {
 /// How long controllers get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-/// Runs a manager: logs, connects, serves health, runs `controllers` until SIGTERM/SIGINT (or until they
-/// end), lets them finish, then shuts the health server down.
+/// Runs a manager: logs, connects, serves health, waits for the leader election Lease when
+/// `--leader-elect` is on, runs `controllers` until SIGTERM/SIGINT (or until they end), lets them
+/// finish, releases the Lease, then shuts the health server down.
+///
+/// `/healthz` answers while the manager waits for the Lease; `/readyz` is left to the controllers, so a
+/// replica that does not lead stays unready. A leader that loses its Lease returns
+/// [`Error::LostLeadership`] at once, dropping its controllers mid-work rather than writing next to the
+/// new leader.
 pub async fn run_manager<F, Fut>(
-    name: &str,
+    manager: &Manager,
     args: &ManagerArgs,
     controllers: F,
 ) -> Result<(), Error>
@@ -122,6 +181,7 @@ where
     F: FnOnce(kube::Client, Readiness, Shutdown) -> Fut,
     Fut: Future<Output = Result<(), Error>>,
 {
+    let name = manager.name;
     telemetry::init(args.log_format);
     tracing::info!(
         manager = name,
@@ -129,6 +189,16 @@ where
         "starting"
     );
     let client = args.client().await?;
+    let elector = match args.leader_election_lease(manager) {
+        Some((namespace, lease)) => Some(LeaderElector::new(
+            client.clone(),
+            &namespace,
+            &lease,
+            leader::default_identity(),
+            leader::Timing::default(),
+        )?),
+        None => None,
+    };
     let readiness = Readiness::default();
     let listener = health::bind(args.health_addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz and /readyz");
@@ -141,22 +211,11 @@ where
             .into_future(),
     );
 
-    let controllers = controllers(client, readiness.clone(), Shutdown(stop_rx));
-    tokio::pin!(controllers);
-    let result = tokio::select! {
-        r = &mut controllers => r,
-        _ = crate::shutdown::signalled() => {
-            readiness.set_ready(false);
-            let _ = stop_tx.send(true);
-            match tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers).await {
-                Ok(r) => r,
-                Err(_) => {
-                    tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time");
-                    Ok(())
-                }
-            }
-        }
+    let start = {
+        let readiness = readiness.clone();
+        move || controllers(client, readiness, Shutdown(stop_rx))
     };
+    let result = lead_and_run(elector, start, &readiness, &stop_tx).await;
     readiness.set_ready(false);
     let _ = stop_tx.send(true);
     match health.await {
@@ -168,6 +227,63 @@ where
     result
 }
 
+/// Becomes leader (when `elector` is given), then starts the controllers and drives them to their
+/// end, a shutdown signal, or the loss of the Lease.
+async fn lead_and_run<Fut>(
+    elector: Option<LeaderElector>,
+    start: impl FnOnce() -> Fut,
+    readiness: &Readiness,
+    stop: &tokio::sync::watch::Sender<bool>,
+) -> Result<(), Error>
+where
+    Fut: Future<Output = Result<(), Error>>,
+{
+    // One signal listener for both phases, so a signal between them is not missed.
+    let signal = crate::shutdown::signalled();
+    tokio::pin!(signal);
+    let mut leader = match elector {
+        None => None,
+        Some(elector) => tokio::select! {
+            leader = elector.acquire() => Some(leader),
+            _ = &mut signal => return Ok(()),
+        },
+    };
+
+    let mut controllers = Box::pin(start());
+    let result = tokio::select! {
+        r = &mut controllers => r,
+        lost = lost(&mut leader) => return Err(lost.into()),
+        _ = &mut signal => {
+            readiness.set_ready(false);
+            let _ = stop.send(true);
+            tokio::select! {
+                r = tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers) => match r {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time");
+                        Ok(())
+                    }
+                },
+                lost = lost(&mut leader) => return Err(lost.into()),
+            }
+        }
+    };
+    // The controllers are gone before the Lease is: no overlap with the next leader.
+    drop(controllers);
+    if let Some(leader) = leader {
+        leader.step_down().await;
+    }
+    result
+}
+
+/// Resolves when `leader` loses its Lease; never without leader election.
+async fn lost(leader: &mut Option<Leader>) -> leader::Lost {
+    match leader {
+        Some(leader) => leader.lost().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Turns a manager's result into the process exit code, logging and printing the error.
 pub fn exit_code(name: &str, result: Result<(), Error>) -> std::process::ExitCode {
     match result {
@@ -177,5 +293,70 @@ pub fn exit_code(name: &str, result: Result<(), Error>) -> std::process::ExitCod
             eprintln!("{name}: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        manager: ManagerArgs,
+    }
+
+    const BOOTSTRAP: Manager = Manager {
+        name: "bootstrap-manager",
+        default_lease: "kubeadm-bootstrap-manager-leader-election-capi",
+    };
+    const CONTROL_PLANE: Manager = Manager {
+        name: "controlplane-manager",
+        default_lease: "kubeadm-control-plane-manager-leader-election-capi",
+    };
+
+    fn parse(args: &[&str]) -> ManagerArgs {
+        Cli::try_parse_from(std::iter::once("manager").chain(args.iter().copied()))
+            .unwrap()
+            .manager
+    }
+
+    #[test]
+    fn leader_election_is_off_unless_asked_for() {
+        assert_eq!(parse(&[]).leader_election_lease(&BOOTSTRAP), None);
+        assert_eq!(
+            parse(&["--leader-elect=false"]).leader_election_lease(&BOOTSTRAP),
+            None
+        );
+    }
+
+    #[test]
+    fn the_lease_is_the_one_capi_uses_by_default() {
+        let (namespace, lease) = parse(&["--leader-elect"])
+            .leader_election_lease(&BOOTSTRAP)
+            .unwrap();
+        // The pod's namespace in a cluster, `default` elsewhere.
+        assert_eq!(
+            namespace,
+            leader::pod_namespace().unwrap_or_else(|| "default".into())
+        );
+        assert_eq!(lease, "kubeadm-bootstrap-manager-leader-election-capi");
+    }
+
+    #[test]
+    fn namespace_and_name_of_the_lease_can_be_chosen() {
+        let args = parse(&[
+            "--leader-elect=true",
+            "--leader-election-namespace",
+            "capi-system",
+            "--leader-election-id",
+            "kcp-leader",
+        ]);
+        assert_eq!(
+            args.leader_election_lease(&CONTROL_PLANE),
+            Some(("capi-system".into(), "kcp-leader".into()))
+        );
     }
 }

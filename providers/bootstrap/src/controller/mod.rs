@@ -3,10 +3,13 @@
 //!
 //! One step per reconcile, never a sleep: when something is not there yet, the reconcile says why in a
 //! condition and waits for a watch event or a requeue.
+//!
+//! Status changes that matter to a person are also recorded as Events on the KubeadmConfig, and the
+//! controller's work is counted in the process metrics (`kubeadm_bootstrap_*` at `/metrics`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
@@ -14,6 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -26,6 +30,9 @@ use kubeadm_api::meta::{
 use serde_json::json;
 
 use kubeadm_runtime::Shutdown;
+
+mod metrics;
+use metrics::{ApiServer, METRICS, counted, role_label};
 
 use crate::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
 use crate::init_lock::{self, Acquired, LockError};
@@ -84,8 +91,10 @@ impl Error {
 }
 
 pub struct Context {
+    /// The management cluster, with every write counted in `kubeadm_bootstrap_api_writes_total`.
     pub client: kube::Client,
     pub settings: Settings,
+    pub recorder: Recorder,
 }
 
 /// Fails with a message naming the missing CRD when the kinds this controller watches are not served
@@ -120,13 +129,21 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the controller until `shutdown` fires.
 pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
+    // Registered up front, so `/metrics` lists every name before the first reconcile.
+    std::sync::LazyLock::force(&METRICS);
     let configs: Api<KubeadmConfig> = scoped_api(&client, &settings.namespace);
     let machines: Api<Machine> = scoped_api(&client, &settings.namespace);
     let clusters: Api<Cluster> = scoped_api(&client, &settings.namespace);
     let watch = watcher_config(&settings.watch_filter);
     let controller = Controller::new(configs, watch.clone());
     let cluster_store = controller.store();
-    let context = Arc::new(Context { client, settings });
+    let client = counted(&client, ApiServer::Management);
+    let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
+    let context = Arc::new(Context {
+        client,
+        settings,
+        recorder,
+    });
     let controller = controller
         // A Machine points at its config; its changes (nodeRef, version) matter to the config.
         .watches(machines, watch.clone(), |machine: Machine| {
@@ -184,6 +201,10 @@ fn watcher_config(watch_filter: &str) -> watcher::Config {
 }
 
 fn error_policy(config: Arc<KubeadmConfig>, error: &Error, _: Arc<Context>) -> Action {
+    METRICS
+        .reconcile_errors
+        .get_or_create(&[("error", error.metric_label())])
+        .inc();
     tracing::warn!(config = %config.name_any(), kind = error.metric_label(), error = %error, "will retry");
     Action::requeue(Duration::from_secs(10))
 }
@@ -197,6 +218,16 @@ struct Facts {
 }
 
 async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_config(config, &ctx).await;
+    METRICS.reconciles.inc();
+    METRICS
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<Action, Error> {
     let namespace = config.namespace().unwrap_or_default();
     let Some(machine_name) = owner_machine(&config) else {
         // A template's copy waits until core Cluster API sets the owner Machine.
@@ -222,16 +253,24 @@ async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     };
 
     if data_secret_created(&facts.config) {
-        return keep_token_fresh(&facts, &ctx).await;
+        return keep_token_fresh(&facts, ctx).await;
     }
     if let Some(name) = facts.machine.spec.bootstrap.data_secret_name.clone() {
         // The Machine already has bootstrap data (e.g. after a move to another management cluster).
-        write_status(&ctx, &facts, Outcome::Ready { secret: name }).await?;
+        write_status(
+            ctx,
+            &facts,
+            Outcome::Ready {
+                secret: name,
+                role: None,
+            },
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     if !infrastructure_provisioned(&facts.cluster) {
         write_status(
-            &ctx,
+            ctx,
             &facts,
             Outcome::Waiting(
                 "WaitingForInfrastructure",
@@ -253,7 +292,7 @@ async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         }
     } else if !control_plane {
         write_status(
-            &ctx,
+            ctx,
             &facts,
             Outcome::Waiting(
                 "WaitingForControlPlane",
@@ -276,7 +315,7 @@ async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             Acquired::HeldBy(holder) => {
                 let message = format!("Machine {holder} is initializing the control plane");
                 write_status(
-                    &ctx,
+                    ctx,
                     &facts,
                     Outcome::WaitingOwned("WaitingForControlPlaneInit", message),
                 )
@@ -285,7 +324,7 @@ async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             }
         }
     };
-    let outcome = bootstrap(&facts, &ctx, role).await;
+    let outcome = bootstrap(&facts, ctx, role).await;
     if role == Role::Init && !matches!(outcome, Ok(Bootstrapped::Written(_))) {
         // Whoever cannot init must not keep the others waiting: hand the lock back.
         init_lock::release(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
@@ -412,12 +451,17 @@ async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrap
             &Patch::Apply(&secret),
         )
         .await?;
+    METRICS
+        .data_secrets_written
+        .get_or_create(&[("role", role_label(role))])
+        .inc();
     tracing::info!(config = %facts.config.name_any(), role = ?role, "bootstrap data written");
     write_status(
         ctx,
         facts,
         Outcome::Ready {
             secret: facts.config.name_any(),
+            role: Some(role),
         },
     )
     .await?;
@@ -446,6 +490,7 @@ async fn ensure_join_token(
     }
     let workload =
         workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    let workload = counted(&workload, ApiServer::Workload);
     let token = tokens::create(&workload, ctx.settings.token_ttl, SystemTime::now()).await?;
     let value = token.to_string();
     let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &facts.namespace);
@@ -485,6 +530,7 @@ async fn keep_token_fresh(facts: &Facts, ctx: &Context) -> Result<Action, Error>
     };
     let workload =
         workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    let workload = counted(&workload, ApiServer::Workload);
     match tokens::refresh(&workload, &token, ctx.settings.token_ttl, SystemTime::now()).await? {
         Refresh::Extended | Refresh::StillValid => {}
         Refresh::Missing => {
@@ -654,8 +700,8 @@ fn render_reason(error: &RenderError) -> &'static str {
 
 /// What the status should say after this reconcile.
 enum Outcome {
-    /// The data secret exists.
-    Ready { secret: String },
+    /// The data secret exists; `role` is what this reconcile wrote it for (none when it found it).
+    Ready { secret: String, role: Option<Role> },
     /// Waiting for something outside the config.
     Waiting(&'static str, &'static str),
     /// Waiting, with a message built at runtime.
@@ -664,13 +710,19 @@ enum Outcome {
     Failed(&'static str, String),
 }
 
+/// Writes the status unless it already says this, and records the events of a change.
 async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<(), Error> {
+    let events = events(
+        &outcome,
+        &facts.machine.name_any(),
+        &facts.cluster.name_any(),
+    );
     let current = facts.config.status.clone().unwrap_or_default();
     let mut conditions = current.conditions.clone();
     let generation = facts.config.metadata.generation;
     let mut status = json!({ "observedGeneration": generation });
     match outcome {
-        Outcome::Ready { secret } => {
+        Outcome::Ready { secret, .. } => {
             for type_ in ["Ready", "DataSecretAvailable", "CertificatesAvailable"] {
                 set_condition(&mut conditions, type_, true, "Available", "", generation);
             }
@@ -733,7 +785,79 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
         &Patch::Merge(&json!({ "status": status })),
     )
     .await?;
+    let reference = facts.config.object_ref(&());
+    for event in events {
+        // Events are for people; a lost one must not fail or repeat the reconcile.
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!(config = %facts.config.name_any(), reason = %event.reason, error = %e, "cannot record event");
+        }
+    }
     Ok(())
+}
+
+/// The events that announce `outcome`. Notes carry names and the status message only, never secret
+/// or token values.
+fn events(outcome: &Outcome, machine: &str, cluster: &str) -> Vec<Event> {
+    let event = |type_, reason: &str, action: &str, note: String| Event {
+        type_,
+        reason: reason.into(),
+        note: Some(truncate(note, EVENT_NOTE_LIMIT)),
+        action: action.into(),
+        secondary: None,
+    };
+    match outcome {
+        Outcome::Ready {
+            secret,
+            role: Some(role),
+        } => {
+            let written = event(
+                EventType::Normal,
+                "BootstrapDataWritten",
+                "WriteBootstrapData",
+                format!(
+                    "{} bootstrap data for Machine {machine} written to Secret {secret}",
+                    role_label(*role)
+                ),
+            );
+            if *role == Role::Init {
+                let lock = event(
+                    EventType::Normal,
+                    "InitLockAcquired",
+                    "AcquireInitLock",
+                    format!(
+                        "Machine {machine} holds the init lock of Cluster {cluster} and runs kubeadm init"
+                    ),
+                );
+                vec![lock, written]
+            } else {
+                vec![written]
+            }
+        }
+        Outcome::Failed(reason, message) => vec![event(
+            EventType::Warning,
+            reason,
+            "WriteBootstrapData",
+            message.clone(),
+        )],
+        Outcome::Ready { role: None, .. } | Outcome::Waiting(..) | Outcome::WaitingOwned(..) => {
+            Vec::new()
+        }
+    }
+}
+
+/// The API server refuses event notes over 1 kB.
+const EVENT_NOTE_LIMIT: usize = 1024;
+
+fn truncate(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// Sets a condition, keeping its transition time when the status does not change.
@@ -776,5 +900,51 @@ fn merge_params() -> PatchParams {
     PatchParams {
         field_manager: Some(crate::FIELD_MANAGER.to_owned()),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_only_for_written_data_and_failures() {
+        let ready = |role| Outcome::Ready {
+            secret: "prod-cp-0".into(),
+            role,
+        };
+        let reasons = |outcome: &Outcome| {
+            events(outcome, "prod-cp-0", "prod")
+                .into_iter()
+                .map(|e| (e.type_, e.reason))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            reasons(&ready(Some(Role::Init))),
+            [
+                (EventType::Normal, "InitLockAcquired".to_owned()),
+                (EventType::Normal, "BootstrapDataWritten".to_owned())
+            ]
+        );
+        assert_eq!(
+            reasons(&ready(Some(Role::WorkerJoin))),
+            [(EventType::Normal, "BootstrapDataWritten".to_owned())]
+        );
+        assert_eq!(reasons(&ready(None)), []);
+        assert_eq!(
+            reasons(&Outcome::Waiting("WaitingForControlPlane", "later")),
+            []
+        );
+        let failed = Outcome::Failed("InvalidSpec", "spec.files[0]: x".repeat(200));
+        let [warning] = events(&failed, "m", "c").try_into().ok().unwrap();
+        assert_eq!(
+            (warning.type_, warning.reason.as_str()),
+            (EventType::Warning, "InvalidSpec")
+        );
+        let note = warning.note.unwrap();
+        assert!(
+            note.len() <= EVENT_NOTE_LIMIT && note.ends_with('…'),
+            "{note}"
+        );
     }
 }
