@@ -271,17 +271,34 @@ pub struct BootstrapToken {
 }
 
 /// Error returned when a string is not a bootstrap token of the form `abcdef.0123456789abcdef`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the bootstrap token {0:?} is not of the form \"[a-z0-9]{{6}}.[a-z0-9]{{16}}\"")]
+/// The rejected text is kept for callers but never printed: it may be a real token with a typo.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a bootstrap token is not of the form \"[a-z0-9]{{6}}.[a-z0-9]{{16}}\" (value not shown)")]
 pub struct InvalidBootstrapToken(pub String);
 
+impl std::fmt::Debug for InvalidBootstrapToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InvalidBootstrapToken(<redacted>)")
+    }
+}
+
 /// A bootstrap token `<id>.<secret>` (6 and 16 characters of `[a-z0-9]`), written as one string.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+/// `Debug` shows only the id, so logging a token never leaks its secret.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct BootstrapTokenString {
     /// The public part of the token (6 characters).
     pub id: String,
     /// The secret part of the token (16 characters).
     pub secret: String,
+}
+
+impl std::fmt::Debug for BootstrapTokenString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapTokenString")
+            .field("id", &self.id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
 }
 
 impl BootstrapTokenString {
@@ -727,6 +744,22 @@ mod tests {
             assert!(serde_json::from_value::<BootstrapTokenString>(json!(bad)).is_err());
         }
         assert_eq!(BootstrapTokenString::default().to_string(), "");
+    }
+
+    #[test]
+    fn token_secrets_never_reach_debug_or_error_text() {
+        let token: BootstrapTokenString = "abcdef.0123456789abcdef".parse().unwrap();
+        let debug = format!("{token:?}");
+        assert!(
+            debug.contains("abcdef") && !debug.contains("0123456789abcdef"),
+            "{debug}"
+        );
+        let err = "abcdef.0123456789abcdeX"
+            .parse::<BootstrapTokenString>()
+            .unwrap_err();
+        for text in [err.to_string(), format!("{err:?}")] {
+            assert!(!text.contains("0123456789abcde"), "{text}");
+        }
     }
 
     #[test]
