@@ -274,7 +274,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
             &facts,
             Outcome::Waiting(
                 "WaitingForInfrastructure",
-                "the Cluster's infrastructure is not provisioned yet",
+                "the Cluster's infrastructure is not provisioned yet".into(),
             ),
         )
         .await?;
@@ -296,7 +296,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
             &facts,
             Outcome::Waiting(
                 "WaitingForControlPlane",
-                "workers join once the control plane is initialized",
+                "workers join once the control plane is initialized".into(),
             ),
         )
         .await?;
@@ -317,7 +317,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
                 write_status(
                     ctx,
                     &facts,
-                    Outcome::WaitingOwned("WaitingForControlPlaneInit", message),
+                    Outcome::Waiting("WaitingForControlPlaneInit", message),
                 )
                 .await?;
                 return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
@@ -395,7 +395,7 @@ async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrap
                     facts,
                     Outcome::Waiting(
                         "WaitingForControlPlaneEndpoint",
-                        "the Cluster has no controlPlaneEndpoint yet",
+                        "the Cluster has no controlPlaneEndpoint yet".into(),
                     ),
                 )
                 .await?;
@@ -703,9 +703,7 @@ enum Outcome {
     /// The data secret exists; `role` is what this reconcile wrote it for (none when it found it).
     Ready { secret: String, role: Option<Role> },
     /// Waiting for something outside the config.
-    Waiting(&'static str, &'static str),
-    /// Waiting, with a message built at runtime.
-    WaitingOwned(&'static str, String),
+    Waiting(&'static str, String),
     /// The spec or its references are wrong, or certificates are missing.
     Failed(&'static str, String),
 }
@@ -729,18 +727,7 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
             status["dataSecretName"] = json!(secret);
             status["initialization"] = json!({ "dataSecretCreated": true });
         }
-        Outcome::Waiting(reason, message) => {
-            set_condition(
-                &mut conditions,
-                "DataSecretAvailable",
-                false,
-                reason,
-                message,
-                generation,
-            );
-            set_condition(&mut conditions, "Ready", false, reason, message, generation);
-        }
-        Outcome::WaitingOwned(reason, message) | Outcome::Failed(reason, message) => {
+        Outcome::Waiting(reason, message) | Outcome::Failed(reason, message) => {
             if reason == "CertificatesUnavailable" {
                 set_condition(
                     &mut conditions,
@@ -839,9 +826,7 @@ fn events(outcome: &Outcome, machine: &str, cluster: &str) -> Vec<Event> {
             "WriteBootstrapData",
             message.clone(),
         )],
-        Outcome::Ready { role: None, .. } | Outcome::Waiting(..) | Outcome::WaitingOwned(..) => {
-            Vec::new()
-        }
+        Outcome::Ready { role: None, .. } | Outcome::Waiting(..) => Vec::new(),
     }
 }
 
@@ -932,7 +917,7 @@ mod tests {
         );
         assert_eq!(reasons(&ready(None)), []);
         assert_eq!(
-            reasons(&Outcome::Waiting("WaitingForControlPlane", "later")),
+            reasons(&Outcome::Waiting("WaitingForControlPlane", "later".into())),
             []
         );
         let failed = Outcome::Failed("InvalidSpec", "spec.files[0]: x".repeat(200));
