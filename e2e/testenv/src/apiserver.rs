@@ -34,6 +34,7 @@ pub struct KubeApiServer {
     process: Process,
     url: String,
     ca_pem: String,
+    ca_key_pem: String,
     admin_cert_pem: String,
     admin_key_pem: String,
     admin_token: String,
@@ -131,6 +132,7 @@ impl KubeApiServer {
                 process,
                 url: url.clone(),
                 ca_pem: ca.cert_pem().to_owned(),
+                ca_key_pem: ca.key_pem().to_owned(),
                 admin_cert_pem: admin.cert_pem.clone(),
                 admin_key_pem: admin.key_pem.clone(),
                 admin_token: admin_token.clone(),
@@ -229,6 +231,12 @@ impl KubeApiServer {
 
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// The key of the CA that signs both the serving and the client certificates: a test can hand it to a
+    /// provider as a cluster CA, so that the kubeconfig the provider issues works against this server.
+    pub fn ca_key_pem(&self) -> &str {
+        &self.ca_key_pem
     }
 
     pub fn kubeconfig_path(&self) -> &Path {

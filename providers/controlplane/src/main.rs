@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kubeadm_controlplane::controller;
 use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
 
 const MANAGER: Manager = Manager {
@@ -33,10 +34,16 @@ enum Command {
 async fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => {
-            // Controllers arrive with their issues; until then the manager only proves it can run.
-            let result = run_manager(&MANAGER, &args, |_client, readiness, shutdown| async move {
+            let settings = controller::Settings {
+                namespace: args.namespace.clone(),
+                watch_filter: args.watch_filter.clone(),
+            };
+            let result = run_manager(&MANAGER, &args, |client, readiness, shutdown| async move {
+                controller::preflight(&client)
+                    .await
+                    .map_err(kubeadm_runtime::manager::Error::Controller)?;
                 readiness.set_ready(true);
-                shutdown.wait().await;
+                controller::run(client, settings, shutdown).await;
                 Ok(())
             })
             .await;

@@ -1,0 +1,611 @@
+//! Reading, creating, adopting, updating and deleting the control-plane Machines of a KubeadmControlPlane
+//! and the KubeadmConfig and infrastructure machine each one has.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::discovery;
+use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use kubeadm_api::cluster::v1beta2::{
+    Bootstrap, Cluster, Machine, MachineDeletionSpec, MachineSpec,
+};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{
+    CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, ContractVersionedObjectReference,
+    MACHINE_GENERATION_LABEL,
+};
+use serde_json::{Value, json};
+
+use super::metrics::METRICS;
+use super::{Context, Error, owner_reference};
+use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
+use crate::machines::{
+    CERTIFICATES_EXPIRY_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION,
+    CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine, DELETE_MACHINE_ANNOTATION,
+};
+
+const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
+/// Leftovers of an interrupted machine creation younger than this are left alone: the creation may still
+/// be in flight in a controller that is about to lose its lease.
+const LEFTOVER_GRACE: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_secs(60);
+
+/// The control plane's machines as the decisions see them, and the objects behind them.
+pub(super) struct Gathered {
+    pub machines: Vec<ControlPlaneMachine>,
+    /// Every control-plane Machine of the cluster (owned or not), by name.
+    pub all_names: Vec<String>,
+    /// Owned Machines, by name.
+    pub objects: BTreeMap<String, Machine>,
+    pub configs: BTreeMap<String, KubeadmConfig>,
+    pub infrastructure: BTreeMap<String, (ApiResource, DynamicObject)>,
+}
+
+pub(super) fn owned_by(machine: &Machine, kcp: &KubeadmControlPlane) -> bool {
+    machine
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == kcp.uid().as_ref())
+}
+
+fn has_controller(machine: &Machine) -> bool {
+    machine
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true))
+}
+
+/// Lists the cluster's control-plane Machines (live, never from a cache: acting on a stale list could
+/// create a machine twice), adopts unowned ones, and reads each one's KubeadmConfig and infrastructure
+/// machine.
+pub(super) async fn gather(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+) -> Result<Gathered, Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let selector = format!("{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_LABEL}");
+    let listed = machines
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    let all_names = listed.items.iter().map(ResourceExt::name_any).collect();
+    let mut owned = BTreeMap::new();
+    for machine in listed.items {
+        if owned_by(&machine, kcp) {
+            owned.insert(machine.name_any(), machine);
+        } else if !has_controller(&machine) && machine.meta().deletion_timestamp.is_none() {
+            let adopted = adopt(&machines, kcp, machine).await?;
+            owned.insert(adopted.name_any(), adopted);
+        }
+    }
+
+    let configs_api: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut configs = BTreeMap::new();
+    let mut infrastructure = BTreeMap::new();
+    let mut resources = Resources::default();
+    for (name, machine) in &owned {
+        if let Some(reference) = &machine.spec.bootstrap.config_ref
+            && reference.kind == "KubeadmConfig"
+            && let Some(config) = configs_api.get_opt(&reference.name).await?
+        {
+            configs.insert(name.clone(), config);
+        }
+        let reference = &machine.spec.infrastructure_ref;
+        if let Some(resource) = resources
+            .get(ctx, &reference.api_group, &reference.kind)
+            .await?
+        {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+            if let Some(object) = api.get_opt(&reference.name).await? {
+                infrastructure.insert(name.clone(), (resource, object));
+            }
+        }
+    }
+    let machines = owned
+        .values()
+        .map(|m| {
+            view(
+                m,
+                configs.get(&m.name_any()),
+                infrastructure.get(&m.name_any()).map(|(_, o)| o),
+            )
+        })
+        .collect();
+    Ok(Gathered {
+        machines,
+        all_names,
+        objects: owned,
+        configs,
+        infrastructure,
+    })
+}
+
+/// Takes over a control-plane Machine that no controller owns (created by another KCP-compatible
+/// controller, or left behind by a deleted KubeadmControlPlane), as Cluster API does.
+async fn adopt(
+    api: &Api<Machine>,
+    kcp: &KubeadmControlPlane,
+    machine: Machine,
+) -> Result<Machine, Error> {
+    let name = machine.name_any();
+    let mut owners = machine.owner_references().to_vec();
+    owners.push(owner_reference(kcp));
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": machine.resource_version(),
+            "ownerReferences": owners,
+        }
+    });
+    let adopted = api
+        .patch(&name, &merge_params(), &Patch::Merge(&patch))
+        .await?;
+    tracing::info!(kcp = %kcp.name_any(), machine = %name, "adopted control-plane Machine");
+    Ok(adopted)
+}
+
+fn view(
+    machine: &Machine,
+    config: Option<&KubeadmConfig>,
+    infra: Option<&DynamicObject>,
+) -> ControlPlaneMachine {
+    let status = machine.status.as_ref();
+    let condition_true = |type_: &str| {
+        status
+            .map(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == type_ && c.status == "True")
+            })
+            .unwrap_or(false)
+    };
+    let cloned_from = infra.and_then(|infra| {
+        let annotations = infra.annotations();
+        Some(ClonedFrom {
+            name: annotations.get(CLONED_FROM_NAME_ANNOTATION)?.clone(),
+            group_kind: annotations.get(CLONED_FROM_GROUP_KIND_ANNOTATION)?.clone(),
+        })
+    });
+    let expiry_annotation = config
+        .and_then(|c| c.annotations().get(CERTIFICATES_EXPIRY_ANNOTATION))
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    ControlPlaneMachine {
+        name: machine.name_any(),
+        created: machine
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_default(),
+        version: machine.spec.version.clone(),
+        failure_domain: machine.spec.failure_domain.clone(),
+        deleting: machine.meta().deletion_timestamp.is_some(),
+        marked_for_deletion: machine
+            .annotations()
+            .contains_key(DELETE_MACHINE_ANNOTATION),
+        node: status
+            .and_then(|s| s.node_ref.as_ref())
+            .map(|n| n.name.clone()),
+        ready: condition_true("Ready"),
+        available: condition_true("Available"),
+        generation: machine.labels().get(MACHINE_GENERATION_LABEL).cloned(),
+        cloned_from,
+        kubeadm_config: config.map(|c| c.spec.clone()),
+        certificates_expiry: expiry_annotation.or_else(|| {
+            status
+                .and_then(|s| s.certificates_expiry_date.as_ref())
+                .map(|t| t.0)
+        }),
+        health: Default::default(),
+    }
+}
+
+/// API resources of infrastructure kinds, found by discovery once per reconcile.
+#[derive(Default)]
+struct Resources(HashMap<(String, String), Option<ApiResource>>);
+
+impl Resources {
+    async fn get(
+        &mut self,
+        ctx: &Context,
+        group: &str,
+        kind: &str,
+    ) -> Result<Option<ApiResource>, Error> {
+        let key = (group.to_owned(), kind.to_owned());
+        if let Some(found) = self.0.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = match discovery::group(&ctx.client, group).await {
+            Ok(group) => group.recommended_kind(kind).map(|(resource, _)| resource),
+            Err(kube::Error::Api(e)) if e.code == 404 => None,
+            Err(e) => return Err(e.into()),
+        };
+        self.0.insert(key, found.clone());
+        Ok(found)
+    }
+}
+
+/// Creates a machine: the infrastructure machine cloned from the template, the KubeadmConfig, then the
+/// Machine that points at both. The Machine comes last, so a crash never leaves a Machine without its
+/// parts; parts without a Machine are removed by [`clean_leftovers`].
+pub(super) async fn create(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    desired: &DesiredState,
+    failure_domain: Option<String>,
+    init: bool,
+) -> Result<String, Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let cluster_name = cluster.name_any();
+    let reference = &kcp.spec.machine_template.spec.infrastructure_ref;
+    let mut resources = Resources::default();
+    let template_resource = resources
+        .get(ctx, &reference.api_group, &reference.kind)
+        .await?
+        .ok_or_else(|| {
+            Error::Infrastructure(format!(
+                "spec.machineTemplate.spec.infrastructureRef: kind {} is not served in group {}",
+                reference.kind, reference.api_group
+            ))
+        })?;
+    let templates: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &template_resource);
+    let template = templates.get_opt(&reference.name).await?.ok_or_else(|| {
+        Error::Infrastructure(format!(
+            "spec.machineTemplate.spec.infrastructureRef: {} {} not found in namespace {namespace}",
+            reference.kind, reference.name
+        ))
+    })?;
+    let Some(machine_kind) = reference
+        .kind
+        .strip_suffix("Template")
+        .filter(|k| !k.is_empty())
+    else {
+        return Err(Error::Infrastructure(format!(
+            "spec.machineTemplate.spec.infrastructureRef: kind {} is not a machine template (…Template)",
+            reference.kind
+        )));
+    };
+    let infra_resource = resources
+        .get(ctx, &reference.api_group, machine_kind)
+        .await?
+        .ok_or_else(|| {
+            Error::Infrastructure(format!(
+                "kind {machine_kind} (what {} {} clones into) is not served in group {}",
+                reference.kind, reference.name, reference.api_group
+            ))
+        })?;
+
+    let labels = machine_labels(kcp, &cluster_name, &desired.generation);
+    let annotations = machine_annotations(kcp);
+    let owner = owner_reference(kcp);
+    let part_owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        controller: None,
+        ..owner.clone()
+    };
+    let name = machine_name(kcp, &cluster_name)?;
+
+    // 1. The infrastructure machine, cloned from the template.
+    let template_body = template.data.get("spec").and_then(|s| s.get("template"));
+    let template_meta = template_body.and_then(|t| t.get("metadata"));
+    let mut infra_labels = string_map(template_meta.and_then(|m| m.get("labels")));
+    infra_labels.extend(labels.clone());
+    let mut infra_annotations = string_map(template_meta.and_then(|m| m.get("annotations")));
+    infra_annotations.extend(annotations.clone());
+    infra_annotations.insert(CLONED_FROM_NAME_ANNOTATION.into(), reference.name.clone());
+    infra_annotations.insert(
+        CLONED_FROM_GROUP_KIND_ANNOTATION.into(),
+        format!("{}.{}", reference.kind, reference.api_group),
+    );
+    let mut infra = DynamicObject::new(&name, &infra_resource).within(&namespace);
+    infra.metadata.labels = Some(infra_labels);
+    infra.metadata.annotations = Some(infra_annotations);
+    infra.metadata.owner_references = Some(vec![part_owner.clone()]);
+    infra.data =
+        json!({ "spec": template_body.and_then(|t| t.get("spec")).cloned().unwrap_or(json!({})) });
+    let infra_api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &infra_resource);
+    infra_api.create(&PostParams::default(), &infra).await?;
+
+    // 2. The KubeadmConfig: init for the first machine, join for the others.
+    let mut config = KubeadmConfig::new(
+        &name,
+        if init {
+            desired.init.clone()
+        } else {
+            desired.join.clone()
+        },
+    );
+    config.metadata.namespace = Some(namespace.clone());
+    config.metadata.labels = Some(labels.clone());
+    config.metadata.annotations = Some(annotations.clone());
+    config.metadata.owner_references = Some(vec![part_owner]);
+    let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+    if let Err(e) = configs.create(&PostParams::default(), &config).await {
+        let _ = infra_api.delete(&name, &DeleteParams::default()).await;
+        return Err(e.into());
+    }
+
+    // 3. The Machine.
+    let template_spec = &kcp.spec.machine_template.spec;
+    let mut machine = Machine::new(
+        &name,
+        MachineSpec {
+            cluster_name: cluster_name.clone(),
+            bootstrap: Bootstrap {
+                config_ref: Some(ContractVersionedObjectReference {
+                    kind: "KubeadmConfig".into(),
+                    name: name.clone(),
+                    api_group: BOOTSTRAP_GROUP.into(),
+                }),
+                data_secret_name: None,
+            },
+            infrastructure_ref: ContractVersionedObjectReference {
+                kind: machine_kind.to_owned(),
+                name: name.clone(),
+                api_group: reference.api_group.clone(),
+            },
+            version: Some(desired.version.clone()),
+            failure_domain,
+            readiness_gates: template_spec.readiness_gates.clone(),
+            deletion: template_spec.deletion.as_ref().map(deletion_spec),
+            taints: template_spec.taints.clone(),
+            ..Default::default()
+        },
+    );
+    machine.metadata.namespace = Some(namespace.clone());
+    machine.metadata.labels = Some(labels);
+    machine.metadata.annotations = Some(annotations);
+    machine.metadata.owner_references = Some(vec![owner]);
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    if let Err(e) = machines.create(&PostParams::default(), &machine).await {
+        let _ = configs.delete(&name, &DeleteParams::default()).await;
+        let _ = infra_api.delete(&name, &DeleteParams::default()).await;
+        return Err(e.into());
+    }
+    METRICS
+        .machines
+        .get_or_create(&[("action", "created")])
+        .inc();
+    tracing::info!(kcp = %kcp.name_any(), machine = %name, init, "created control-plane Machine");
+    Ok(name)
+}
+
+fn deletion_spec(
+    deletion: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlaneMachineTemplateDeletionSpec,
+) -> MachineDeletionSpec {
+    MachineDeletionSpec {
+        node_drain_timeout_seconds: deletion.node_drain_timeout_seconds,
+        node_volume_detach_timeout_seconds: deletion.node_volume_detach_timeout_seconds,
+        node_deletion_timeout_seconds: deletion.node_deletion_timeout_seconds,
+    }
+}
+
+fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
+    value
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Letters Cluster API uses for random name suffixes (no vowels, no look-alikes).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A new Machine name from `spec.machineNaming.template` (default `{{ .kubeadmControlPlane.name }}-{{ .random }}`).
+fn machine_name(kcp: &KubeadmControlPlane, cluster: &str) -> Result<String, Error> {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 5];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| Error::Infrastructure("no randomness for a machine name".into()))?;
+    let random: String = bytes
+        .iter()
+        .map(|b| SUFFIX_ALPHABET[usize::from(*b) % SUFFIX_ALPHABET.len()] as char)
+        .collect();
+    let template = kcp
+        .spec
+        .machine_naming
+        .as_ref()
+        .and_then(|n| n.template.as_deref())
+        .unwrap_or("{{ .kubeadmControlPlane.name }}-{{ .random }}");
+    if !template.contains("{{ .random }}") {
+        return Err(Error::Infrastructure(
+            "spec.machineNaming.template: must contain {{ .random }}".into(),
+        ));
+    }
+    let name = template
+        .replace("{{ .cluster.name }}", cluster)
+        .replace("{{ .kubeadmControlPlane.name }}", &kcp.name_any())
+        .replace("{{ .random }}", &random);
+    if name.len() > 63 {
+        // Keep the random part, as Cluster API does when the prefix is too long.
+        let keep = 63 - random.len() - 1;
+        let prefix: String = name.chars().take(keep).collect();
+        return Ok(format!("{}-{random}", prefix.trim_end_matches('-')));
+    }
+    Ok(name)
+}
+
+/// Removes KubeadmConfigs and infrastructure machines this control plane created for a Machine that never
+/// came to exist (a crash or a failed create between the steps of [`create`]).
+pub(super) async fn clean_leftovers(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    gathered: &Gathered,
+) -> Result<(), Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let selector = format!(
+        "{CONTROL_PLANE_NAME_LABEL}={}",
+        label_value(&kcp.name_any())
+    );
+    let is_leftover = |meta: &kube::api::ObjectMeta| {
+        let name = meta.name.clone().unwrap_or_default();
+        let ours = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| Some(&o.uid) == kcp.uid().as_ref());
+        let old = meta
+            .creation_timestamp
+            .as_ref()
+            .is_some_and(|t| t.0 + LEFTOVER_GRACE < Timestamp::now());
+        ours && old && meta.deletion_timestamp.is_none() && !gathered.all_names.contains(&name)
+    };
+    let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+    for config in configs
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await?
+    {
+        if is_leftover(&config.metadata) {
+            let name = config.name_any();
+            tracing::info!(kcp = %kcp.name_any(), config = %name, "removing KubeadmConfig of a Machine that was never created");
+            delete_ignoring_missing(&configs, &name).await?;
+        }
+    }
+    let reference = &kcp.spec.machine_template.spec.infrastructure_ref;
+    if let Some(kind) = reference.kind.strip_suffix("Template")
+        && let Some(resource) = Resources::default()
+            .get(ctx, &reference.api_group, kind)
+            .await?
+    {
+        let infra: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+        for object in infra
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await?
+        {
+            if is_leftover(&object.metadata) {
+                let name = object.name_any();
+                tracing::info!(kcp = %kcp.name_any(), infra = %name, "removing infrastructure machine of a Machine that was never created");
+                delete_ignoring_missing(&infra, &name).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes a control-plane Machine; core Cluster API drains its node and deletes its parts.
+pub(super) async fn delete(ctx: &Context, namespace: &str, name: &str) -> Result<(), Error> {
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
+    delete_ignoring_missing(&machines, name).await?;
+    METRICS
+        .machines
+        .get_or_create(&[("action", "deleted")])
+        .inc();
+    tracing::info!(machine = %name, "deleting control-plane Machine");
+    Ok(())
+}
+
+/// Brings `machineTemplate.metadata` and the deletion timeouts to existing machines without replacing them:
+/// labels and annotations on the Machine, its KubeadmConfig and its infrastructure machine, timeouts on the
+/// Machine. Server-side apply, and only when something differs.
+pub(super) async fn propagate_in_place(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    desired: &DesiredState,
+    gathered: &Gathered,
+) -> Result<(), Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let template_meta = kcp
+        .spec
+        .machine_template
+        .metadata
+        .clone()
+        .unwrap_or_default();
+    let deletion = kcp
+        .spec
+        .machine_template
+        .spec
+        .deletion
+        .as_ref()
+        .map(deletion_spec);
+    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+    let _ = desired;
+    for (name, machine) in &gathered.objects {
+        if machine.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let metadata_current =
+            |labels: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>| {
+                template_meta
+                    .labels
+                    .iter()
+                    .all(|(k, v)| labels.get(k) == Some(v))
+                    && template_meta
+                        .annotations
+                        .iter()
+                        .all(|(k, v)| annotations.get(k) == Some(v))
+            };
+        let meta_patch = json!({
+            "labels": template_meta.labels,
+            "annotations": template_meta.annotations,
+        });
+        let deletion_current = deletion.is_none() || machine.spec.deletion == deletion;
+        if !metadata_current(machine.labels(), machine.annotations()) || !deletion_current {
+            let mut patch = json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Machine",
+                "metadata": meta_patch.clone(),
+            });
+            if let Some(deletion) = &deletion {
+                patch["spec"] = json!({ "deletion": deletion });
+            }
+            Api::<Machine>::namespaced(ctx.client.clone(), &namespace)
+                .patch(name, &params, &Patch::Apply(&patch))
+                .await?;
+        }
+        if let Some(config) = gathered.configs.get(name)
+            && !metadata_current(config.labels(), config.annotations())
+        {
+            let patch = json!({
+                "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                "kind": "KubeadmConfig",
+                "metadata": meta_patch.clone(),
+            });
+            Api::<KubeadmConfig>::namespaced(ctx.client.clone(), &namespace)
+                .patch(&config.name_any(), &params, &Patch::Apply(&patch))
+                .await?;
+        }
+        if let Some((resource, infra)) = gathered.infrastructure.get(name)
+            && !metadata_current(infra.labels(), infra.annotations())
+        {
+            let patch = json!({
+                "apiVersion": resource.api_version,
+                "kind": resource.kind,
+                "metadata": meta_patch.clone(),
+            });
+            Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &namespace, resource)
+                .patch(&infra.name_any(), &params, &Patch::Apply(&patch))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}

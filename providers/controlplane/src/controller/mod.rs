@@ -1,0 +1,558 @@
+//! The KubeadmControlPlane controller: gathers a control plane's state, asks [`crate::plan::next_step`] for
+//! the one step to take, takes it, and reports in the status why it waits.
+
+mod machines;
+mod metrics;
+mod status;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{self, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{
+    CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
+};
+use kubeadm_bootstrap::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
+use kubeadm_bootstrap::workload::{self, WorkloadError};
+use kubeadm_runtime::Shutdown;
+
+pub use metrics::api_writes_total;
+use metrics::{METRICS, counted};
+
+use crate::desired::DesiredState;
+use crate::kubeconfig::{self, KubeconfigError};
+use crate::plan::{self, Observed, Step};
+use status::Report;
+
+/// Finalizer on every KubeadmControlPlane, as Cluster API names it.
+pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+
+/// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal).
+const RESYNC: Duration = Duration::from_secs(300);
+/// How soon a waiting control plane is looked at again when no watch event arrives first.
+const WAIT: Duration = Duration::from_secs(10);
+/// See the bootstrap controller: reconciles are idempotent, so a bounded shutdown is safe.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// Only objects in this namespace (all when empty).
+    pub namespace: String,
+    /// Only objects whose `cluster.x-k8s.io/watch-filter` label has this value (all when empty).
+    pub watch_filter: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Certificates(#[from] CertError),
+    #[error(transparent)]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error("{0}")]
+    Infrastructure(String),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+impl Error {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Certificates(e) => e.metric_label(),
+            Error::Kubeconfig(_) => "kubeconfig",
+            Error::Infrastructure(_) => "infrastructure",
+            Error::Finalizer(_) => "finalizer",
+        }
+    }
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: Settings,
+    pub recorder: Recorder,
+}
+
+/// Fails with a message naming the missing CRD when a kind this controller needs is not served.
+pub async fn preflight(client: &kube::Client) -> Result<(), String> {
+    served::<KubeadmControlPlane>(client, "config/crd").await?;
+    served::<kubeadm_api::bootstrap::v1beta2::KubeadmConfig>(client, "the bootstrap provider")
+        .await?;
+    served::<Machine>(client, "clusterctl init installs it").await?;
+    served::<Cluster>(client, "clusterctl init installs it").await
+}
+
+async fn served<K>(client: &kube::Client, installed_by: &str) -> Result<(), String>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match Api::<K>::all(client.clone())
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "cannot list {}: {e}; is the CRD {}.{} installed ({installed_by})?",
+            K::plural(&()),
+            K::plural(&()),
+            K::group(&())
+        )),
+    }
+}
+
+/// Runs the controller until `shutdown` fires.
+pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
+    std::sync::LazyLock::force(&METRICS);
+    let kcps: Api<KubeadmControlPlane> = scoped_api(&client, &settings.namespace);
+    let machines: Api<Machine> = scoped_api(&client, &settings.namespace);
+    let clusters: Api<Cluster> = scoped_api(&client, &settings.namespace);
+    let watch = watcher_config(&settings.watch_filter);
+    let client = counted(&client);
+    let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
+    let context = Arc::new(Context {
+        client,
+        settings,
+        recorder,
+    });
+    let controller = Controller::new(kcps, watch.clone())
+        .owns(machines, watch.clone())
+        // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
+        .watches(clusters, watch, |cluster: Cluster| {
+            let namespace = cluster.namespace()?;
+            let reference = cluster.spec.control_plane_ref.as_ref()?;
+            (reference.kind == "KubeadmControlPlane")
+                .then(|| ObjectRef::new(&reference.name).within(&namespace))
+        })
+        .graceful_shutdown_on(shutdown.clone().wait())
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(kcp = %object, "reconciled"),
+                Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+            }
+        });
+    tokio::select! {
+        () = controller => {}
+        () = async { shutdown.wait().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles did not finish in time; stopping anyway");
+        }
+    }
+}
+
+fn scoped_api<K>(client: &kube::Client, namespace: &str) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    if namespace.is_empty() {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+fn watcher_config(watch_filter: &str) -> watcher::Config {
+    if watch_filter.is_empty() {
+        watcher::Config::default()
+    } else {
+        watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={watch_filter}"))
+    }
+}
+
+fn error_policy(kcp: Arc<KubeadmControlPlane>, error: &Error, _: Arc<Context>) -> Action {
+    METRICS
+        .reconcile_errors
+        .get_or_create(&[("error", error.metric_label())])
+        .inc();
+    tracing::warn!(kcp = %kcp.name_any(), kind = error.metric_label(), error = %error, "will retry");
+    Action::requeue(WAIT)
+}
+
+async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_kcp(kcp, &ctx).await;
+    METRICS.reconciles.inc();
+    METRICS
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<Action, Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let cluster = match owner_cluster(&kcp) {
+        Some(name) => {
+            Api::<Cluster>::namespaced(ctx.client.clone(), &namespace)
+                .get_opt(&name)
+                .await?
+        }
+        None => None,
+    };
+    if kcp.meta().deletion_timestamp.is_none() {
+        let Some(cluster) = &cluster else {
+            // Core Cluster API sets the owner reference once the Cluster points at this control plane.
+            return Ok(Action::await_change());
+        };
+        if is_paused(&kcp, cluster) {
+            tracing::debug!(kcp = %kcp.name_any(), "paused");
+            return Ok(Action::await_change());
+        }
+    }
+    let api: Api<KubeadmControlPlane> = Api::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, kcp, |event| async {
+        match event {
+            finalizer::Event::Apply(kcp) => {
+                let cluster = cluster.expect("checked above for live objects");
+                apply(&kcp, &cluster, ctx).await
+            }
+            finalizer::Event::Cleanup(kcp) => cleanup(&kcp, ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
+    })
+}
+
+/// Name of the Cluster that owns the control plane.
+fn owner_cluster(kcp: &KubeadmControlPlane) -> Option<String> {
+    kcp.owner_references()
+        .iter()
+        .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|o| o.name.clone())
+}
+
+fn is_paused(kcp: &KubeadmControlPlane, cluster: &Cluster) -> bool {
+    cluster.spec.paused == Some(true)
+        || kcp.annotations().contains_key(PAUSED_ANNOTATION)
+        || cluster.annotations().contains_key(PAUSED_ANNOTATION)
+}
+
+/// The controller owner reference that objects created for `kcp` carry.
+pub(crate) fn owner_reference(kcp: &KubeadmControlPlane) -> OwnerReference {
+    let mut owner = kcp
+        .controller_owner_ref(&())
+        .expect("a KubeadmControlPlane read from the API server has a name and uid");
+    owner.block_owner_deletion = Some(true);
+    owner
+}
+
+async fn apply(
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let cluster_name = cluster.name_any();
+    let mut report = Report::new(kcp);
+
+    let desired = match DesiredState::of(kcp) {
+        Ok(desired) => desired,
+        Err(e) => {
+            report.invalid_spec(&e);
+            publish(ctx, kcp, EventType::Warning, "InvalidSpec", &e.to_string()).await;
+            report.write(ctx, kcp).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let provisioned = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.infrastructure_provisioned)
+        == Some(true);
+    if !provisioned {
+        report.waiting_for_cluster(
+            "WaitingForInfrastructure",
+            "the Cluster's infrastructure is not provisioned yet",
+        );
+        report.write(ctx, kcp).await?;
+        return Ok(Action::requeue(WAIT));
+    }
+    let Some(server) = endpoint_url(cluster) else {
+        report.waiting_for_cluster(
+            "WaitingForControlPlaneEndpoint",
+            "the Cluster has no spec.controlPlaneEndpoint yet",
+        );
+        report.write(ctx, kcp).await?;
+        return Ok(Action::requeue(WAIT));
+    };
+
+    let validity = kcp
+        .spec
+        .kubeadm_config_spec
+        .as_ref()
+        .and_then(|s| s.cluster_configuration.ca_certificate_validity_period_days)
+        .and_then(|d| u32::try_from(d).ok())
+        .unwrap_or(DEFAULT_CA_VALIDITY_DAYS);
+    let certs = match certificates::lookup_or_generate(
+        &ctx.client,
+        &namespace,
+        &cluster_name,
+        Some(owner_reference(kcp)),
+        true,
+        validity,
+    )
+    .await
+    {
+        Ok(certs) => certs,
+        Err(e) => {
+            report.certificates(false, &e.to_string());
+            publish(
+                ctx,
+                kcp,
+                EventType::Warning,
+                "CertificatesUnavailable",
+                &e.to_string(),
+            )
+            .await;
+            report.write(ctx, kcp).await?;
+            return Err(e.into());
+        }
+    };
+    report.certificates(true, "");
+    ensure_kubeconfig(ctx, kcp, &cluster_name, &server, &certs.ca).await?;
+
+    let gathered = machines::gather(ctx, kcp, &cluster_name).await?;
+    machines::clean_leftovers(ctx, kcp, &gathered).await?;
+    machines::propagate_in_place(ctx, kcp, &desired, &gathered).await?;
+
+    let initialized =
+        report.initialized() || workload_initialized(ctx, &namespace, &cluster_name).await;
+    let failure_domains = control_plane_failure_domains(cluster);
+    let plan = plan::next_step(Observed {
+        desired: &desired,
+        machines: &gathered.machines,
+        failure_domains: &failure_domains,
+        certificates_available: true,
+        now: k8s_openapi::jiff::Timestamp::now(),
+    });
+    report.observe(&desired, &gathered.machines, &plan, initialized);
+    report.write(ctx, kcp).await?;
+
+    match plan.step {
+        Step::Idle => Ok(Action::requeue(RESYNC)),
+        Step::Wait { .. } => Ok(Action::requeue(WAIT)),
+        Step::Initialize { failure_domain } => {
+            let name = machines::create(ctx, kcp, cluster, &desired, failure_domain, true).await?;
+            publish(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "MachineCreated",
+                &format!("created Machine {name} to initialize the control plane"),
+            )
+            .await;
+            Ok(Action::requeue(WAIT))
+        }
+        Step::ScaleUp {
+            failure_domain,
+            purpose,
+        } => {
+            let name = machines::create(ctx, kcp, cluster, &desired, failure_domain, false).await?;
+            let why = match purpose {
+                plan::Purpose::Scale => "to scale up".to_owned(),
+                plan::Purpose::Rollout => format!("to roll out generation {}", desired.generation),
+            };
+            publish(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "MachineCreated",
+                &format!("created Machine {name} {why}"),
+            )
+            .await;
+            Ok(Action::requeue(WAIT))
+        }
+        Step::ScaleDown { machine, purpose } => {
+            machines::delete(ctx, &namespace, &machine).await?;
+            let why = match purpose {
+                plan::Purpose::Scale => "to scale down",
+                plan::Purpose::Rollout => "because it is outdated",
+            };
+            publish(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "MachineDeleted",
+                &format!("deleting Machine {machine} {why}"),
+            )
+            .await;
+            Ok(Action::requeue(WAIT))
+        }
+    }
+}
+
+/// Deletion: workers go first (their nodes need the API server to drain), then every control-plane Machine;
+/// the finalizer is removed once none is left.
+async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Action, Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let Some(cluster_name) = kcp
+        .labels()
+        .get(CLUSTER_NAME_LABEL)
+        .cloned()
+        .or_else(|| owner_cluster(kcp))
+    else {
+        return Ok(Action::await_change());
+    };
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let all = machines
+        .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}")))
+        .await?;
+    let workers = all
+        .items
+        .iter()
+        .filter(|m| !m.labels().contains_key(CONTROL_PLANE_LABEL))
+        .count();
+    if workers > 0 {
+        tracing::info!(kcp = %kcp.name_any(), workers, "waiting for worker machines to be deleted first");
+        return Ok(Action::requeue(WAIT));
+    }
+    let owned: Vec<&Machine> = all
+        .items
+        .iter()
+        .filter(|m| machines::owned_by(m, kcp))
+        .collect();
+    if owned.is_empty() {
+        return Ok(Action::await_change());
+    }
+    for machine in owned
+        .iter()
+        .filter(|m| m.meta().deletion_timestamp.is_none())
+    {
+        machines::delete(ctx, &namespace, &machine.name_any()).await?;
+    }
+    Ok(Action::requeue(WAIT))
+}
+
+/// `https://host:port` of the Cluster's control-plane endpoint.
+fn endpoint_url(cluster: &Cluster) -> Option<String> {
+    let endpoint = cluster.spec.control_plane_endpoint.as_ref()?;
+    let host = endpoint.host.as_deref().filter(|h| !h.is_empty())?;
+    let port = endpoint.port.filter(|p| *p > 0).unwrap_or(6443);
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    Some(format!("https://{host}:{port}"))
+}
+
+/// Sorted names of the Cluster's failure domains that may hold control-plane machines.
+fn control_plane_failure_domains(cluster: &Cluster) -> Vec<String> {
+    let mut names: Vec<String> = cluster
+        .status
+        .as_ref()
+        .map(|s| {
+            s.failure_domains
+                .iter()
+                .filter(|d| d.control_plane == Some(true))
+                .map(|d| d.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Creates the kubeconfig Secret, or renews it when its client certificate nears expiry. A Secret this
+/// controller does not own (a user's own) is left alone.
+async fn ensure_kubeconfig(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+    server: &str,
+    ca: &kubeadm_bootstrap::render::CertPem,
+) -> Result<(), Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = workload::kubeconfig_secret_name(cluster);
+    let now = time::OffsetDateTime::now_utc();
+    match secrets.get_opt(&name).await? {
+        None => {
+            let secret =
+                kubeconfig::secret(cluster, &namespace, server, ca, owner_reference(kcp), now)?;
+            match secrets.create(&PostParams::default(), &secret).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Some(existing) => {
+            let ours = existing
+                .owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(&o.uid) == kcp.uid().as_ref());
+            if ours && kubeconfig::needs_renewal(&existing, now) {
+                let mut secret =
+                    kubeconfig::secret(cluster, &namespace, server, ca, owner_reference(kcp), now)?;
+                secret.metadata.resource_version = existing.resource_version();
+                secrets
+                    .replace(&name, &PostParams::default(), &secret)
+                    .await?;
+                publish(
+                    ctx,
+                    kcp,
+                    EventType::Normal,
+                    "KubeconfigRenewed",
+                    &format!("renewed the client certificate in Secret {name}"),
+                )
+                .await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The workload cluster shows an initialized control plane once `kubeadm init` uploaded its configuration.
+async fn workload_initialized(ctx: &Context, namespace: &str, cluster: &str) -> bool {
+    let client = match workload::client(&ctx.client, namespace, cluster).await {
+        Ok(client) => client,
+        Err(e) => {
+            log_workload_error(cluster, &e);
+            return false;
+        }
+    };
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, "kube-system");
+    let probe = tokio::time::timeout(
+        Duration::from_secs(5),
+        config_maps.get_opt("kubeadm-config"),
+    )
+    .await;
+    matches!(probe, Ok(Ok(Some(_))))
+}
+
+fn log_workload_error(cluster: &str, error: &WorkloadError) {
+    tracing::debug!(cluster, error = %error, "workload cluster not reachable yet");
+}
+
+async fn publish(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &kcp.object_ref(&())).await {
+        tracing::debug!(error = %e, "event not recorded");
+    }
+}

@@ -1,0 +1,341 @@
+//! The KubeadmControlPlane status: replica counts by kind, the version, the selector for the scale
+//! subresource, and conditions that say why the controller waits.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kubeadm_api::cluster::v1beta2::StatusVersion;
+use kubeadm_api::controlplane::v1beta2::{
+    KubeadmControlPlane, KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus,
+};
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use kubeadm_bootstrap::render::version::KubeVersion;
+use serde_json::json;
+
+use super::{Context, Error};
+use crate::desired::{DesiredError, DesiredState};
+use crate::machines::ControlPlaneMachine;
+use crate::plan::{Plan, Purpose, Step};
+
+/// The status being assembled during one reconcile; written once at the end, only if it changed.
+pub(super) struct Report {
+    status: KubeadmControlPlaneStatus,
+    original: Option<KubeadmControlPlaneStatus>,
+    generation: Option<i64>,
+}
+
+impl Report {
+    pub(super) fn new(kcp: &KubeadmControlPlane) -> Self {
+        Self {
+            status: kcp.status.clone().unwrap_or_default(),
+            original: kcp.status.clone(),
+            generation: kcp.metadata.generation,
+        }
+    }
+
+    pub(super) fn initialized(&self) -> bool {
+        self.status
+            .initialization
+            .as_ref()
+            .and_then(|i| i.control_plane_initialized)
+            == Some(true)
+    }
+
+    pub(super) fn invalid_spec(&mut self, error: &DesiredError) {
+        self.condition("SpecValid", false, "InvalidSpec", &error.to_string());
+    }
+
+    pub(super) fn waiting_for_cluster(&mut self, reason: &str, message: &str) {
+        if !self.initialized() {
+            self.condition("Initialized", false, reason, message);
+        }
+    }
+
+    pub(super) fn certificates(&mut self, ok: bool, message: &str) {
+        if ok {
+            self.condition("CertificatesAvailable", true, "Available", "");
+        } else {
+            self.condition("CertificatesAvailable", false, "InternalError", message);
+        }
+    }
+
+    /// Counts, version and conditions from the machines and the plan.
+    pub(super) fn observe(
+        &mut self,
+        desired: &DesiredState,
+        machines: &[ControlPlaneMachine],
+        plan: &Plan,
+        initialized: bool,
+    ) {
+        let count = |f: fn(&ControlPlaneMachine) -> bool| {
+            i32::try_from(machines.iter().filter(|m| f(m)).count()).unwrap_or(i32::MAX)
+        };
+        let replicas = i32::try_from(machines.len()).unwrap_or(i32::MAX);
+        self.status.replicas = Some(replicas);
+        self.status.ready_replicas = Some(count(|m| m.ready));
+        self.status.available_replicas = Some(count(|m| m.available));
+        self.status.up_to_date_replicas =
+            Some(i32::try_from(plan.up_to_date.len()).unwrap_or(i32::MAX));
+        self.status.version = lowest_version(machines);
+        self.status.versions = versions(machines);
+        self.status.observed_generation = self.generation;
+        if initialized {
+            self.status.initialization = Some(KubeadmControlPlaneInitializationStatus {
+                control_plane_initialized: Some(true),
+            });
+        }
+        self.condition("SpecValid", true, "Valid", "");
+        if initialized {
+            self.condition("Initialized", true, "Initialized", "");
+        } else {
+            self.condition(
+                "Initialized",
+                false,
+                "NotInitialized",
+                "waiting for the first control-plane machine to run kubeadm init",
+            );
+        }
+        let with_node = machines.iter().any(|m| m.node.is_some() && !m.deleting);
+        if initialized && with_node {
+            self.condition("Available", true, "Available", "");
+        } else {
+            self.condition(
+                "Available",
+                false,
+                "NotAvailable",
+                if initialized {
+                    "no control-plane machine has a Node"
+                } else {
+                    "the control plane is not initialized"
+                },
+            );
+        }
+
+        let blockers = match &plan.step {
+            Step::Wait { blockers, .. } => blockers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+            _ => String::new(),
+        };
+        let waiting_reason = match &plan.step {
+            Step::Wait { blockers, .. } => blockers.first().map(|b| b.reason()),
+            _ => None,
+        };
+
+        if plan.outdated.is_empty() {
+            self.condition("MachinesUpToDate", true, "UpToDate", "");
+            self.condition("RollingOut", false, "NotRollingOut", "");
+        } else {
+            let details: Vec<String> = plan
+                .outdated
+                .iter()
+                .map(|(name, reasons)| {
+                    let reasons: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+                    format!("{name}: {}", reasons.join(", "))
+                })
+                .collect();
+            self.condition(
+                "MachinesUpToDate",
+                false,
+                "NotUpToDate",
+                &details.join("; "),
+            );
+            let mut message = format!(
+                "rolling out generation {}: {} of {} machines left to replace",
+                desired.generation,
+                plan.outdated.len(),
+                machines.iter().filter(|m| !m.deleting).count()
+            );
+            if !blockers.is_empty() {
+                message.push_str(&format!("; waiting: {blockers}"));
+            }
+            self.condition(
+                "RollingOut",
+                true,
+                waiting_reason.unwrap_or("RollingOut"),
+                &message,
+            );
+        }
+
+        let scale_message = |direction: &str| {
+            let mut message = format!(
+                "scaling {direction} from {replicas} to {} replicas",
+                desired.replicas
+            );
+            if !blockers.is_empty() {
+                message.push_str(&format!("; waiting: {blockers}"));
+            }
+            message
+        };
+        let scaling_up = replicas < desired.replicas
+            || matches!(
+                plan.step,
+                Step::ScaleUp {
+                    purpose: Purpose::Scale,
+                    ..
+                } | Step::Initialize { .. }
+            );
+        if scaling_up {
+            let reason = waiting_reason.unwrap_or("ScalingUp");
+            self.condition("ScalingUp", true, reason, &scale_message("up"));
+        } else {
+            self.condition("ScalingUp", false, "NotScalingUp", "");
+        }
+        if replicas > desired.replicas && plan.outdated.is_empty() {
+            let reason = waiting_reason.unwrap_or("ScalingDown");
+            self.condition("ScalingDown", true, reason, &scale_message("down"));
+        } else {
+            self.condition("ScalingDown", false, "NotScalingDown", "");
+        }
+    }
+
+    fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
+        set_condition(
+            &mut self.status.conditions,
+            type_,
+            ok,
+            reason,
+            message,
+            self.generation,
+        );
+    }
+
+    /// Writes the status with server-side apply, unless nothing changed.
+    pub(super) async fn write(
+        mut self,
+        ctx: &Context,
+        kcp: &KubeadmControlPlane,
+    ) -> Result<(), Error> {
+        let cluster = kcp.labels().get(CLUSTER_NAME_LABEL).cloned().or_else(|| {
+            kcp.owner_references()
+                .iter()
+                .find(|o| o.kind == "Cluster")
+                .map(|o| o.name.clone())
+        });
+        if let Some(cluster) = cluster {
+            self.status.selector = Some(format!(
+                "{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_LABEL}"
+            ));
+        }
+        if self.original.as_ref() == Some(&self.status) {
+            return Ok(());
+        }
+        let api: Api<KubeadmControlPlane> =
+            Api::namespaced(ctx.client.clone(), &kcp.namespace().unwrap_or_default());
+        let patch = json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+            "kind": "KubeadmControlPlane",
+            "status": self.status,
+        });
+        api.patch_status(
+            &kcp.name_any(),
+            &PatchParams::apply(crate::FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// The oldest Kubernetes version among the machines: what the whole control plane is guaranteed to run.
+fn lowest_version(machines: &[ControlPlaneMachine]) -> Option<String> {
+    machines
+        .iter()
+        .filter_map(|m| m.version.as_deref())
+        .filter_map(|v| Some((KubeVersion::parse(v)?, v)))
+        .min_by_key(|(parsed, _)| *parsed)
+        .map(|(_, v)| v.to_owned())
+}
+
+fn versions(machines: &[ControlPlaneMachine]) -> Vec<StatusVersion> {
+    let mut counts: BTreeMap<&str, i32> = BTreeMap::new();
+    for version in machines.iter().filter_map(|m| m.version.as_deref()) {
+        *counts.entry(version).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(version, replicas)| StatusVersion {
+            version: version.to_owned(),
+            replicas: Some(replicas),
+        })
+        .collect()
+}
+
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let status = if ok { "True" } else { "False" };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => {
+            c.observed_generation = generation;
+        }
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Time(k8s_openapi::jiff::Timestamp::now());
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message.into();
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+            observed_generation: generation,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lowest_version_is_reported() {
+        let m = |v: &str| ControlPlaneMachine {
+            version: Some(v.into()),
+            ..Default::default()
+        };
+        let machines = [m("v1.33.10"), m("v1.33.9"), m("v1.34.0")];
+        assert_eq!(lowest_version(&machines).as_deref(), Some("v1.33.9"));
+        assert_eq!(versions(&machines).len(), 3);
+        assert_eq!(lowest_version(&[]), None);
+    }
+
+    #[test]
+    fn an_unchanged_condition_keeps_its_transition_time() {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            "Available",
+            false,
+            "NotAvailable",
+            "x",
+            Some(1),
+        );
+        let first = conditions[0].last_transition_time.clone();
+        set_condition(
+            &mut conditions,
+            "Available",
+            false,
+            "NotAvailable",
+            "y",
+            Some(2),
+        );
+        assert_eq!(conditions[0].last_transition_time, first);
+        assert_eq!(conditions[0].message, "y");
+        assert_eq!(conditions.len(), 1);
+    }
+}

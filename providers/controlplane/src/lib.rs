@@ -1,0 +1,19 @@
+//! Cluster API control-plane provider for kubeadm.
+//!
+//! The decisions (what the desired machine looks like, which machines are outdated, where to scale, whether it
+//! is safe to act) are pure functions over plain data in [`desired`], [`up_to_date`], [`selection`],
+//! [`preflight`] and [`plan`]; [`controller`] gathers the state from the API server, asks [`plan::next_step`]
+//! and applies the one step it returns.
+
+/// Field manager of every server-side apply this provider makes.
+pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
+
+pub mod controller;
+pub mod desired;
+pub mod generation;
+pub mod kubeconfig;
+pub mod machines;
+pub mod plan;
+pub mod preflight;
+pub mod selection;
+pub mod up_to_date;

@@ -1,0 +1,82 @@
+//! The plain-data view of control-plane Machines that every decision works on.
+
+use k8s_openapi::jiff::Timestamp;
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfigSpec;
+
+/// Annotation a user (or MachineHealthCheck remediation) sets to pick the Machine deleted next.
+pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+/// Annotation on a cloned infrastructure machine naming the template it was cloned from.
+pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name";
+/// Annotation on a cloned infrastructure machine naming the template's `Kind.group`.
+pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+/// Label on control-plane Machines naming their KubeadmControlPlane.
+pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
+/// Annotation on a KubeadmConfig with the expiry of the node's certificates (RFC 3339).
+pub const CERTIFICATES_EXPIRY_ANNOTATION: &str = "machine.cluster.x-k8s.io/certificates-expiry";
+
+/// The infrastructure template a machine was cloned from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClonedFrom {
+    /// Template name, e.g. `scs-prod-control-plane-genc02`.
+    pub name: String,
+    /// `Kind.group`, e.g. `OpenStackMachineTemplate.infrastructure.cluster.x-k8s.io`.
+    pub group_kind: String,
+}
+
+/// Health of one part of a machine, as seen in the workload cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Health {
+    Healthy,
+    Unhealthy(String),
+    /// Could not be determined; blocks like [`Health::Unhealthy`], because acting blind can cost quorum.
+    Unknown(String),
+    /// No probe covers this part (e.g. etcd is external); never blocks.
+    #[default]
+    NotChecked,
+}
+
+impl Health {
+    /// Why this health blocks an operation, if it does.
+    pub fn problem(&self) -> Option<&str> {
+        match self {
+            Health::Unhealthy(why) | Health::Unknown(why) => Some(why),
+            Health::Healthy | Health::NotChecked => None,
+        }
+    }
+}
+
+/// Workload-cluster health of a machine: its control-plane components and its etcd member.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineHealth {
+    pub components: Health,
+    pub etcd: Health,
+}
+
+/// What the decisions need to know about one control-plane Machine.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ControlPlaneMachine {
+    pub name: String,
+    pub created: Timestamp,
+    /// `spec.version` of the Machine.
+    pub version: Option<String>,
+    pub failure_domain: Option<String>,
+    /// The Machine has a deletion timestamp.
+    pub deleting: bool,
+    /// The Machine carries [`DELETE_MACHINE_ANNOTATION`].
+    pub marked_for_deletion: bool,
+    /// Name of the Node the Machine became (`status.nodeRef`).
+    pub node: Option<String>,
+    /// The Machine's Ready condition is True.
+    pub ready: bool,
+    /// The Machine's Available condition is True.
+    pub available: bool,
+    /// Value of the machine-generation label.
+    pub generation: Option<String>,
+    /// Where its infrastructure machine was cloned from; `None` when that machine is missing or not annotated.
+    pub cloned_from: Option<ClonedFrom>,
+    /// Spec of its KubeadmConfig; `None` when the config is missing.
+    pub kubeadm_config: Option<KubeadmConfigSpec>,
+    /// When the node's certificates expire, when known.
+    pub certificates_expiry: Option<Timestamp>,
+    pub health: MachineHealth,
+}

@@ -1,0 +1,397 @@
+//! The one step a reconcile takes: create the first machine, add one, remove one, wait, or nothing.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::desired::DesiredState;
+use crate::machines::ControlPlaneMachine;
+use crate::preflight::{self, Blocker, Operation};
+use crate::selection;
+use crate::up_to_date::{self, Outdated};
+
+/// What a reconcile saw.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    pub desired: &'a DesiredState,
+    pub machines: &'a [ControlPlaneMachine],
+    /// Failure domains of the Cluster that may hold control-plane machines, sorted.
+    pub failure_domains: &'a [String],
+    pub certificates_available: bool,
+    pub now: Timestamp,
+}
+
+/// Why the control plane changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// Fewer or more machines than `spec.replicas`.
+    Scale,
+    /// Outdated machines are being replaced.
+    Rollout,
+}
+
+/// The step to take now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Create the first machine; it runs `kubeadm init`.
+    Initialize { failure_domain: Option<String> },
+    /// Create a machine that joins the control plane.
+    ScaleUp {
+        failure_domain: Option<String>,
+        purpose: Purpose,
+    },
+    /// Delete this machine.
+    ScaleDown { machine: String, purpose: Purpose },
+    /// A scale up or down is due, but these checks fail.
+    Wait {
+        scale_up: bool,
+        purpose: Purpose,
+        blockers: Vec<Blocker>,
+    },
+    /// The control plane matches the desired state.
+    Idle,
+}
+
+/// The decision and what it was based on (for status and conditions).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub step: Step,
+    /// Outdated machines (not being deleted) and why.
+    pub outdated: BTreeMap<String, Vec<Outdated>>,
+    /// Names of machines that match the desired state.
+    pub up_to_date: Vec<String>,
+}
+
+/// Decides the next step, as Cluster API's control-plane provider does: replace outdated machines one at a
+/// time (create first with maxSurge 1, delete first with maxSurge 0), else scale toward `spec.replicas`, each
+/// only when the preflight checks pass.
+pub fn next_step(observed: Observed<'_>) -> Plan {
+    let Observed {
+        desired,
+        machines,
+        failure_domains,
+        certificates_available,
+        now,
+    } = observed;
+    let mut outdated = BTreeMap::new();
+    let mut up_to_date = Vec::new();
+    for m in machines.iter().filter(|m| !m.deleting) {
+        let reasons = up_to_date::outdated(m, desired, now);
+        if reasons.is_empty() {
+            up_to_date.push(m.name.clone());
+        } else {
+            outdated.insert(m.name.clone(), reasons);
+        }
+    }
+    let current = i32::try_from(machines.len()).unwrap_or(i32::MAX);
+    let replicas = desired.replicas;
+
+    let (scale_up, purpose) = if !outdated.is_empty() {
+        (current < replicas + desired.max_surge, Purpose::Rollout)
+    } else if current < replicas {
+        (true, Purpose::Scale)
+    } else if current > replicas {
+        (false, Purpose::Scale)
+    } else {
+        return Plan {
+            step: Step::Idle,
+            outdated,
+            up_to_date,
+        };
+    };
+
+    let step = if scale_up {
+        let ups: Vec<&str> = up_to_date.iter().map(String::as_str).collect();
+        let failure_domain =
+            selection::failure_domain_for_scale_up(failure_domains, machines, &ups);
+        if machines.is_empty() {
+            Step::Initialize { failure_domain }
+        } else {
+            let blockers = preflight::check(Operation::ScaleUp, machines, certificates_available);
+            if blockers.is_empty() {
+                Step::ScaleUp {
+                    failure_domain,
+                    purpose,
+                }
+            } else {
+                Step::Wait {
+                    scale_up,
+                    purpose,
+                    blockers,
+                }
+            }
+        }
+    } else {
+        let olds: Vec<&str> = outdated.keys().map(String::as_str).collect();
+        match selection::machine_for_scale_down(machines, &olds) {
+            None => {
+                // Every machine is already being deleted: wait for that.
+                let blockers =
+                    preflight::check(Operation::ScaleUp, machines, certificates_available);
+                Step::Wait {
+                    scale_up,
+                    purpose,
+                    blockers,
+                }
+            }
+            Some(victim) => {
+                let blockers = preflight::check(
+                    Operation::ScaleDown(&victim.name),
+                    machines,
+                    certificates_available,
+                );
+                if blockers.is_empty() {
+                    Step::ScaleDown {
+                        machine: victim.name.clone(),
+                        purpose,
+                    }
+                } else {
+                    Step::Wait {
+                        scale_up,
+                        purpose,
+                        blockers,
+                    }
+                }
+            }
+        }
+    };
+    Plan {
+        step,
+        outdated,
+        up_to_date,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machines::ClonedFrom;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use kubeadm_api::controlplane::v1beta2::{
+        KubeadmControlPlane, KubeadmControlPlaneRolloutSpec, KubeadmControlPlaneRolloutStrategy,
+        KubeadmControlPlaneRolloutStrategyRollingUpdate, KubeadmControlPlaneSpec,
+    };
+    use kubeadm_api::meta::ContractVersionedObjectReference;
+
+    fn desired(replicas: i32, template: &str, max_surge: i32) -> DesiredState {
+        let mut kcp = KubeadmControlPlane::new(
+            "cp",
+            KubeadmControlPlaneSpec {
+                replicas: Some(replicas),
+                version: "v1.33.1".into(),
+                rollout: Some(KubeadmControlPlaneRolloutSpec {
+                    strategy: Some(KubeadmControlPlaneRolloutStrategy {
+                        rolling_update: Some(KubeadmControlPlaneRolloutStrategyRollingUpdate {
+                            max_surge: Some(IntOrString::Int(max_surge)),
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        kcp.spec.machine_template.spec.infrastructure_ref = ContractVersionedObjectReference {
+            kind: "SimMachineTemplate".into(),
+            name: template.into(),
+            api_group: "infrastructure.cluster.x-k8s.io".into(),
+        };
+        DesiredState::of(&kcp).unwrap()
+    }
+
+    /// A simulated control plane: machines appear with a Node at once, deletions complete at once.
+    struct Sim {
+        machines: Vec<ControlPlaneMachine>,
+        clock: u32,
+        domains: Vec<String>,
+    }
+
+    impl Sim {
+        fn new(domains: &[&str]) -> Self {
+            Self {
+                machines: Vec::new(),
+                clock: 0,
+                domains: domains.iter().map(|d| d.to_string()).collect(),
+            }
+        }
+
+        fn observe<'a>(&'a self, desired: &'a DesiredState) -> Observed<'a> {
+            Observed {
+                desired,
+                machines: &self.machines,
+                failure_domains: &self.domains,
+                certificates_available: true,
+                now: "2026-11-01T00:00:00Z".parse().unwrap(),
+            }
+        }
+
+        fn create(&mut self, desired: &DesiredState, failure_domain: Option<String>, init: bool) {
+            self.clock += 1;
+            self.machines.push(ControlPlaneMachine {
+                name: format!("m{}", self.clock),
+                created: Timestamp::from_second(1_700_000_000 + i64::from(self.clock)).unwrap(),
+                version: Some(desired.version.clone()),
+                failure_domain,
+                node: Some(format!("node{}", self.clock)),
+                cloned_from: Some(desired.infrastructure.clone()),
+                kubeadm_config: Some(if init {
+                    desired.init.clone()
+                } else {
+                    desired.join.clone()
+                }),
+                ..Default::default()
+            });
+        }
+
+        /// Runs reconciles until idle; returns the steps and the fewest machines seen between steps.
+        fn converge(&mut self, desired: &DesiredState) -> (Vec<Step>, usize) {
+            let mut steps = Vec::new();
+            let mut fewest = usize::MAX;
+            for _ in 0..50 {
+                let plan = next_step(self.observe(desired));
+                steps.push(plan.step.clone());
+                match plan.step {
+                    Step::Idle => return (steps, fewest),
+                    Step::Initialize { failure_domain } => {
+                        self.create(desired, failure_domain, true)
+                    }
+                    Step::ScaleUp { failure_domain, .. } => {
+                        self.create(desired, failure_domain, false)
+                    }
+                    Step::ScaleDown { machine, .. } => self.machines.retain(|m| m.name != machine),
+                    Step::Wait { blockers, .. } => panic!("unexpected wait: {blockers:?}"),
+                }
+                fewest = fewest.min(self.machines.len());
+            }
+            panic!("no convergence: {steps:?}");
+        }
+
+        fn names(&self) -> Vec<&str> {
+            self.machines.iter().map(|m| m.name.as_str()).collect()
+        }
+    }
+
+    #[test]
+    fn scale_one_to_three_to_one() {
+        let mut sim = Sim::new(&["az1", "az2", "az3"]);
+        let (steps, _) = sim.converge(&desired(1, "cp-genc01", 1));
+        assert_eq!(
+            steps[0],
+            Step::Initialize {
+                failure_domain: Some("az1".into())
+            }
+        );
+        assert_eq!(sim.names(), ["m1"]);
+
+        let (steps, _) = sim.converge(&desired(3, "cp-genc01", 1));
+        assert_eq!(
+            steps,
+            [
+                Step::ScaleUp {
+                    failure_domain: Some("az2".into()),
+                    purpose: Purpose::Scale
+                },
+                Step::ScaleUp {
+                    failure_domain: Some("az3".into()),
+                    purpose: Purpose::Scale
+                },
+                Step::Idle
+            ]
+        );
+        let (steps, _) = sim.converge(&desired(1, "cp-genc01", 1));
+        // The oldest in a busiest domain goes first: all domains hold one, so the first by name (az1).
+        assert_eq!(steps.len(), 3);
+        assert_eq!(sim.names(), ["m3"]);
+    }
+
+    #[test]
+    fn a_generation_bump_replaces_every_machine_oldest_first_never_below_three() {
+        let mut sim = Sim::new(&[]);
+        sim.converge(&desired(3, "cp-genc01", 1));
+        assert_eq!(sim.names(), ["m1", "m2", "m3"]);
+        let next = desired(3, "cp-genc02", 1);
+        let (steps, fewest) = sim.converge(&next);
+        let deleted: Vec<&str> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::ScaleDown { machine, purpose } => {
+                    assert_eq!(*purpose, Purpose::Rollout);
+                    Some(machine.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deleted, ["m1", "m2", "m3"]);
+        assert!(fewest >= 3, "went down to {fewest}");
+        assert_eq!(sim.names(), ["m4", "m5", "m6"]);
+        assert!(
+            sim.machines
+                .iter()
+                .all(|m| m.cloned_from.as_ref().unwrap().name == "cp-genc02")
+        );
+        // Alternating: create, delete, create, delete, create, delete.
+        assert!(matches!(steps[0], Step::ScaleUp { .. }));
+        assert!(matches!(steps[1], Step::ScaleDown { .. }));
+    }
+
+    #[test]
+    fn max_surge_zero_deletes_first_and_never_exceeds_replicas() {
+        let mut sim = Sim::new(&[]);
+        sim.converge(&desired(3, "cp-genc01", 0));
+        let (steps, fewest) = sim.converge(&desired(3, "cp-genc02", 0));
+        assert!(matches!(steps[0], Step::ScaleDown { ref machine, .. } if machine == "m1"));
+        assert_eq!(fewest, 2);
+        assert_eq!(sim.names(), ["m4", "m5", "m6"]);
+    }
+
+    #[test]
+    fn a_version_bump_rolls_like_a_template_bump() {
+        let mut sim = Sim::new(&[]);
+        sim.converge(&desired(3, "cp-genc01", 1));
+        let mut next = desired(3, "cp-genc01", 1);
+        next.version = "v1.33.2".into();
+        let plan = next_step(sim.observe(&next));
+        assert_eq!(plan.outdated.len(), 3);
+        sim.converge(&next);
+        assert!(
+            sim.machines
+                .iter()
+                .all(|m| m.version.as_deref() == Some("v1.33.2"))
+        );
+    }
+
+    #[test]
+    fn scaling_waits_for_preflight_and_says_why() {
+        let mut sim = Sim::new(&[]);
+        sim.converge(&desired(1, "cp-genc01", 1));
+        sim.machines[0].node = None;
+        let plan = next_step(sim.observe(&desired(3, "cp-genc01", 1)));
+        assert_eq!(
+            plan.step,
+            Step::Wait {
+                scale_up: true,
+                purpose: Purpose::Scale,
+                blockers: vec![Blocker::MachineWithoutNode("m1".into())]
+            }
+        );
+    }
+
+    #[test]
+    fn a_deleting_machine_is_neither_outdated_nor_chosen_again() {
+        let mut sim = Sim::new(&[]);
+        sim.converge(&desired(3, "cp-genc01", 1));
+        sim.machines[0].deleting = true;
+        sim.machines[0].cloned_from = Some(ClonedFrom {
+            name: "old".into(),
+            group_kind: "x".into(),
+        });
+        let plan = next_step(sim.observe(&desired(3, "cp-genc01", 1)));
+        assert!(plan.outdated.is_empty());
+        assert_eq!(plan.up_to_date, ["m2", "m3"]);
+        assert!(matches!(plan.step, Step::Idle));
+        let plan = next_step(sim.observe(&desired(2, "cp-genc01", 1)));
+        assert!(
+            matches!(plan.step, Step::Wait { ref blockers, .. } if blockers == &[Blocker::MachineDeleting("m1".into())])
+        );
+    }
+}

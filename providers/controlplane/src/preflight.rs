@@ -1,0 +1,180 @@
+//! May the control plane change now? The checks that make a scale up or down wait, each with the reason
+//! the KubeadmControlPlane's conditions show.
+
+use std::fmt;
+
+use crate::machines::ControlPlaneMachine;
+
+/// One reason an operation has to wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blocker {
+    /// The cluster certificates are not all there; a joining machine would not get them.
+    CertificatesMissing,
+    /// A machine is being deleted; one operation at a time.
+    MachineDeleting(String),
+    /// A machine has no Node yet (still provisioning or bootstrapping).
+    MachineWithoutNode(String),
+    /// A machine's control-plane components are not healthy.
+    ComponentsUnhealthy { machine: String, reason: String },
+    /// A machine's etcd member is not healthy.
+    EtcdUnhealthy { machine: String, reason: String },
+}
+
+impl Blocker {
+    /// The condition reason a blocker is reported with.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Blocker::CertificatesMissing => "CertificatesMissing",
+            Blocker::MachineDeleting(_) => "WaitingForMachineDeletion",
+            Blocker::MachineWithoutNode(_) => "WaitingForMachineProvisioning",
+            Blocker::ComponentsUnhealthy { .. } => "ControlPlaneComponentsNotHealthy",
+            Blocker::EtcdUnhealthy { .. } => "EtcdClusterNotHealthy",
+        }
+    }
+}
+
+impl fmt::Display for Blocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blocker::CertificatesMissing => {
+                f.write_str("cluster certificates are missing, a new machine could not join")
+            }
+            Blocker::MachineDeleting(m) => write!(f, "Machine {m} is being deleted"),
+            Blocker::MachineWithoutNode(m) => {
+                write!(f, "Machine {m} has no Node yet (status.nodeRef not set)")
+            }
+            Blocker::ComponentsUnhealthy { machine, reason } => {
+                write!(
+                    f,
+                    "Machine {machine}: control-plane components not healthy: {reason}"
+                )
+            }
+            Blocker::EtcdUnhealthy { machine, reason } => {
+                write!(f, "Machine {machine}: etcd member not healthy: {reason}")
+            }
+        }
+    }
+}
+
+/// The operation being checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation<'a> {
+    ScaleUp,
+    /// Scaling down by deleting the named machine, whose own health does not matter.
+    ScaleDown(&'a str),
+}
+
+/// Everything that makes `operation` wait now; empty when it may go ahead.
+pub fn check(
+    operation: Operation<'_>,
+    machines: &[ControlPlaneMachine],
+    certificates_available: bool,
+) -> Vec<Blocker> {
+    let mut blockers = Vec::new();
+    if machines.is_empty() {
+        return blockers;
+    }
+    if operation == Operation::ScaleUp && !certificates_available {
+        blockers.push(Blocker::CertificatesMissing);
+    }
+    for m in machines.iter().filter(|m| m.deleting) {
+        blockers.push(Blocker::MachineDeleting(m.name.clone()));
+    }
+    if !blockers.is_empty() {
+        return blockers;
+    }
+    let excluded = match operation {
+        Operation::ScaleDown(name) => Some(name),
+        Operation::ScaleUp => None,
+    };
+    for m in machines
+        .iter()
+        .filter(|m| Some(m.name.as_str()) != excluded)
+    {
+        if m.node.is_none() {
+            blockers.push(Blocker::MachineWithoutNode(m.name.clone()));
+            continue;
+        }
+        if let Some(reason) = m.health.components.problem() {
+            blockers.push(Blocker::ComponentsUnhealthy {
+                machine: m.name.clone(),
+                reason: reason.to_owned(),
+            });
+        }
+        if let Some(reason) = m.health.etcd.problem() {
+            blockers.push(Blocker::EtcdUnhealthy {
+                machine: m.name.clone(),
+                reason: reason.to_owned(),
+            });
+        }
+    }
+    blockers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machines::{Health, MachineHealth};
+
+    fn ready(name: &str) -> ControlPlaneMachine {
+        ControlPlaneMachine {
+            name: name.into(),
+            node: Some(format!("node-{name}")),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_healthy_control_plane_may_change() {
+        let machines = [ready("a"), ready("b"), ready("c")];
+        assert_eq!(check(Operation::ScaleUp, &machines, true), []);
+        assert_eq!(check(Operation::ScaleDown("a"), &machines, true), []);
+        assert_eq!(
+            check(Operation::ScaleUp, &[], false),
+            [],
+            "the first machine has nothing to wait for"
+        );
+    }
+
+    #[test]
+    fn scale_up_needs_certificates() {
+        assert_eq!(
+            check(Operation::ScaleUp, &[ready("a")], false),
+            [Blocker::CertificatesMissing]
+        );
+        assert_eq!(check(Operation::ScaleDown("a"), &[ready("a")], false), []);
+    }
+
+    #[test]
+    fn one_operation_at_a_time() {
+        let mut deleting = ready("b");
+        deleting.deleting = true;
+        let blockers = check(Operation::ScaleUp, &[ready("a"), deleting], true);
+        assert_eq!(blockers, [Blocker::MachineDeleting("b".into())]);
+        assert_eq!(blockers[0].reason(), "WaitingForMachineDeletion");
+    }
+
+    #[test]
+    fn provisioning_and_unhealthy_machines_block_except_the_one_leaving() {
+        let mut provisioning = ready("b");
+        provisioning.node = None;
+        let mut sick = ready("c");
+        sick.health = MachineHealth {
+            components: Health::Unhealthy("kube-apiserver pod is CrashLoopBackOff".into()),
+            etcd: Health::Unknown("member list failed".into()),
+        };
+        let machines = [ready("a"), provisioning, sick];
+        let blockers = check(Operation::ScaleUp, &machines, true);
+        assert_eq!(blockers.len(), 3, "{blockers:?}");
+        assert_eq!(
+            blockers[0].to_string(),
+            "Machine b has no Node yet (status.nodeRef not set)"
+        );
+        assert_eq!(
+            blockers[1].to_string(),
+            "Machine c: control-plane components not healthy: kube-apiserver pod is CrashLoopBackOff"
+        );
+        assert_eq!(blockers[2].reason(), "EtcdClusterNotHealthy");
+        assert_eq!(check(Operation::ScaleDown("c"), &machines, true).len(), 1);
+    }
+}
