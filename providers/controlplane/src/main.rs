@@ -37,6 +37,7 @@ async fn main() -> ExitCode {
             let settings = controller::Settings {
                 namespace: args.namespace.clone(),
                 watch_filter: args.watch_filter.clone(),
+                ..controller::Settings::default()
             };
             let result = run_manager(&MANAGER, &args, |client, readiness, shutdown| async move {
                 controller::preflight(&client)

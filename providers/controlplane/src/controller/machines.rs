@@ -29,10 +29,6 @@ use crate::machines::{
 };
 
 const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
-/// Leftovers of an interrupted machine creation younger than this are left alone: the creation may still
-/// be in flight in a controller that is about to lose its lease.
-const LEFTOVER_GRACE: k8s_openapi::jiff::SignedDuration =
-    k8s_openapi::jiff::SignedDuration::from_secs(60);
 
 /// The control plane's machines as the decisions see them, and the objects behind them.
 pub(super) struct Gathered {
@@ -448,6 +444,8 @@ pub(super) async fn clean_leftovers(
         "{CONTROL_PLANE_NAME_LABEL}={}",
         label_value(&kcp.name_any())
     );
+    let grace = k8s_openapi::jiff::SignedDuration::try_from(ctx.settings.leftover_grace)
+        .unwrap_or(k8s_openapi::jiff::SignedDuration::MAX);
     let is_leftover = |meta: &kube::api::ObjectMeta| {
         let name = meta.name.clone().unwrap_or_default();
         let ours = meta
@@ -458,7 +456,7 @@ pub(super) async fn clean_leftovers(
         let old = meta
             .creation_timestamp
             .as_ref()
-            .is_some_and(|t| t.0 + LEFTOVER_GRACE < Timestamp::now());
+            .is_some_and(|t| t.0 + grace < Timestamp::now());
         ours && old && meta.deletion_timestamp.is_none() && !gathered.all_names.contains(&name)
     };
     let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);

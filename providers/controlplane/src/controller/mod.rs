@@ -45,12 +45,25 @@ const WAIT: Duration = Duration::from_secs(10);
 /// See the bootstrap controller: reconciles are idempotent, so a bounded shutdown is safe.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     /// Only objects in this namespace (all when empty).
     pub namespace: String,
     /// Only objects whose `cluster.x-k8s.io/watch-filter` label has this value (all when empty).
     pub watch_filter: String,
+    /// Parts of an interrupted machine creation younger than this are left alone: the creation may still
+    /// be in flight in a controller that is about to lose its lease.
+    pub leftover_grace: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespace: String::new(),
+            watch_filter: String::new(),
+            leftover_grace: Duration::from_secs(60),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -340,40 +353,52 @@ async fn apply(
         now: k8s_openapi::jiff::Timestamp::now(),
     });
     report.observe(&desired, &gathered.machines, &plan, initialized);
+    let outcome = take_step(ctx, kcp, cluster, &desired, plan.step).await;
+    if let Err(Error::Infrastructure(message)) = &outcome {
+        report.machines_created(Err(message));
+        publish(
+            ctx,
+            kcp,
+            EventType::Warning,
+            "MachineCreationFailed",
+            message,
+        )
+        .await;
+    } else if outcome.is_ok() {
+        report.machines_created(Ok(()));
+    }
     report.write(ctx, kcp).await?;
+    outcome
+}
 
-    match plan.step {
+async fn take_step(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    desired: &DesiredState,
+    step: Step,
+) -> Result<Action, Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    match step {
         Step::Idle => Ok(Action::requeue(RESYNC)),
         Step::Wait { .. } => Ok(Action::requeue(WAIT)),
         Step::Initialize { failure_domain } => {
-            let name = machines::create(ctx, kcp, cluster, &desired, failure_domain, true).await?;
-            publish(
-                ctx,
-                kcp,
-                EventType::Normal,
-                "MachineCreated",
-                &format!("created Machine {name} to initialize the control plane"),
-            )
-            .await;
+            let name = machines::create(ctx, kcp, cluster, desired, failure_domain, true).await?;
+            let note = format!("created Machine {name} to initialize the control plane");
+            publish(ctx, kcp, EventType::Normal, "MachineCreated", &note).await;
             Ok(Action::requeue(WAIT))
         }
         Step::ScaleUp {
             failure_domain,
             purpose,
         } => {
-            let name = machines::create(ctx, kcp, cluster, &desired, failure_domain, false).await?;
+            let name = machines::create(ctx, kcp, cluster, desired, failure_domain, false).await?;
             let why = match purpose {
                 plan::Purpose::Scale => "to scale up".to_owned(),
                 plan::Purpose::Rollout => format!("to roll out generation {}", desired.generation),
             };
-            publish(
-                ctx,
-                kcp,
-                EventType::Normal,
-                "MachineCreated",
-                &format!("created Machine {name} {why}"),
-            )
-            .await;
+            let note = format!("created Machine {name} {why}");
+            publish(ctx, kcp, EventType::Normal, "MachineCreated", &note).await;
             Ok(Action::requeue(WAIT))
         }
         Step::ScaleDown { machine, purpose } => {
@@ -382,14 +407,8 @@ async fn apply(
                 plan::Purpose::Scale => "to scale down",
                 plan::Purpose::Rollout => "because it is outdated",
             };
-            publish(
-                ctx,
-                kcp,
-                EventType::Normal,
-                "MachineDeleted",
-                &format!("deleting Machine {machine} {why}"),
-            )
-            .await;
+            let note = format!("deleting Machine {machine} {why}");
+            publish(ctx, kcp, EventType::Normal, "MachineDeleted", &note).await;
             Ok(Action::requeue(WAIT))
         }
     }

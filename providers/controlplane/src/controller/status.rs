@@ -193,6 +193,19 @@ impl Report {
         }
     }
 
+    /// Whether the last machine creation worked; a failure names the object and what is wrong.
+    pub(super) fn machines_created(&mut self, result: Result<(), &String>) {
+        match result {
+            Ok(()) => self.condition("MachinesCreated", true, "Created", ""),
+            Err(message) => self.condition(
+                "MachinesCreated",
+                false,
+                "InfrastructureTemplateCloningFailed",
+                message,
+            ),
+        }
+    }
+
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
         set_condition(
             &mut self.status.conditions,

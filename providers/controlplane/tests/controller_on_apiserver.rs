@@ -1,0 +1,643 @@
+//! The KubeadmControlPlane controller against a real kube-apiserver, with a small stand-in for core Cluster
+//! API: it gives every Machine a Node and Ready/Available conditions, and once the first one has a Node it
+//! creates the `kubeadm-config` ConfigMap that `kubeadm init` would upload. The workload cluster is the
+//! management apiserver itself: the test hands the controller that server's CA as the cluster CA, so the
+//! kubeconfig the controller issues works against it.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::MACHINE_GENERATION_LABEL;
+use kubeadm_controlplane::controller::{self, Settings, api_writes_total};
+use kubeadm_runtime::Shutdown;
+use serde_json::{Value, json};
+use testenv::ManagementPlane;
+
+const NS: &str = "default";
+const CLUSTER: &str = "prod";
+const KCP: &str = "prod-control-plane";
+/// Bound on every wait; a converging control plane needs a few seconds per machine.
+const CONVERGE: Duration = Duration::from_secs(120);
+
+struct Env {
+    plane: ManagementPlane,
+    client: kube::Client,
+    /// Number of machines with a Node, sampled by the stand-in after each of its passes.
+    samples: Arc<Mutex<Vec<usize>>>,
+    deleted: Arc<Mutex<Vec<String>>>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.stop.take();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn sim_resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    ))
+}
+
+async fn setup(replicas: i32, template: &str, start_controller: bool) -> Env {
+    let plane = ManagementPlane::start()
+        .await
+        .expect("management plane starts");
+    let client = plane.client().await.unwrap();
+    let mut crds = kubeadm_api::crd::provider_crds();
+    crds.extend(kubeadm_api::crd::core_crds());
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/sim-infrastructure-crds.yaml"
+    ))
+    .unwrap();
+    crds.extend(serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap());
+    plane.install_crds(&crds).await.unwrap();
+
+    // The workload cluster is this apiserver: its CA becomes the cluster CA.
+    let ca = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{CLUSTER}-ca")),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        type_: Some("cluster.x-k8s.io/secret".into()),
+        string_data: Some(
+            [
+                ("tls.crt".to_owned(), plane.apiserver().ca_pem().to_owned()),
+                (
+                    "tls.key".to_owned(),
+                    plane.apiserver().ca_key_pem().to_owned(),
+                ),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &ca)
+        .await
+        .unwrap();
+
+    sim_template(&client, template).await;
+    let url = plane
+        .apiserver()
+        .url()
+        .trim_start_matches("https://")
+        .to_owned();
+    let (host, port) = url.rsplit_once(':').unwrap();
+    let cluster: Cluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": { "name": CLUSTER, "namespace": NS },
+        "spec": {
+            "controlPlaneEndpoint": { "host": host, "port": port.parse::<i32>().unwrap() },
+            "controlPlaneRef": { "apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": KCP },
+        },
+    }))
+    .unwrap();
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let cluster = clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    clusters
+        .patch_status(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({ "status": { "initialization": { "infrastructureProvisioned": true } } }),
+            ),
+        )
+        .await
+        .unwrap();
+    let kcp: KubeadmControlPlane = serde_json::from_value(json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+        "metadata": {
+            "name": KCP, "namespace": NS,
+            "labels": { "cluster.x-k8s.io/cluster-name": CLUSTER },
+            "ownerReferences": [{ "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": CLUSTER, "uid": cluster.uid().unwrap() }],
+        },
+        "spec": {
+            "replicas": replicas,
+            "version": "v1.33.1",
+            "machineTemplate": {
+                "metadata": { "labels": { "team": "platform" } },
+                "spec": { "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": template } },
+            },
+            "kubeadmConfigSpec": {
+                "clusterConfiguration": { "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] } },
+                "initConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
+                "joinConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
+            },
+        },
+    }))
+    .unwrap();
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &kcp)
+        .await
+        .unwrap();
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let deleted = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = vec![tokio::spawn(core_stand_in(
+        client.clone(),
+        samples.clone(),
+        deleted.clone(),
+        stopped,
+    ))];
+    if start_controller {
+        tasks.push(start(&client));
+    }
+    Env {
+        plane,
+        client,
+        samples,
+        deleted,
+        stop: Some(stop),
+        tasks,
+    }
+}
+
+fn start(client: &kube::Client) -> tokio::task::JoinHandle<()> {
+    let (_trigger, shutdown) = Shutdown::channel();
+    let settings = Settings {
+        leftover_grace: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let client = client.clone();
+    tokio::spawn(async move {
+        let _keep = _trigger;
+        controller::run(client, settings, shutdown).await;
+    })
+}
+
+async fn sim_template(client: &kube::Client, name: &str) {
+    let resource = sim_resource("SimMachineTemplate");
+    let mut template = DynamicObject::new(name, &resource).within(NS);
+    template.data = json!({ "spec": { "template": {
+        "metadata": { "labels": { "sim.example/flavor": "small" } },
+        "spec": { "image": format!("node-{name}") },
+    } } });
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &resource)
+        .create(&PostParams::default(), &template)
+        .await
+        .unwrap();
+}
+
+/// Plays core Cluster API and the machines: every Machine gets a Node and Ready/Available conditions;
+/// the first Node makes the control plane initialized. Records how many machines have a Node.
+async fn core_stand_in(
+    client: kube::Client,
+    samples: Arc<Mutex<Vec<usize>>>,
+    deleted: Arc<Mutex<Vec<String>>>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    loop {
+        if let Ok(list) = machines.list(&ListParams::default()).await {
+            let names: BTreeSet<String> = list.items.iter().map(ResourceExt::name_any).collect();
+            for gone in seen.difference(&names) {
+                deleted.lock().unwrap().push(gone.clone());
+            }
+            seen = names;
+            let mut with_node = 0;
+            for machine in &list.items {
+                let has_node = machine
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.node_ref.as_ref())
+                    .is_some();
+                if has_node {
+                    with_node += 1;
+                    continue;
+                }
+                let now = k8s_openapi::jiff::Timestamp::now().to_string();
+                let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });
+                let status = json!({ "status": {
+                    "nodeRef": { "name": format!("node-{}", machine.name_any()) },
+                    "conditions": [condition("Ready"), condition("Available")],
+                } });
+                if machines
+                    .patch_status(
+                        &machine.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&status),
+                    )
+                    .await
+                    .is_ok()
+                {
+                    with_node += 1;
+                    kubeadm_init_uploaded_config(&client).await;
+                }
+            }
+            samples.lock().unwrap().push(with_node);
+        }
+        tokio::select! {
+            _ = stopped.changed() => return,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}
+
+async fn kubeadm_init_uploaded_config(client: &kube::Client) {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let config = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("kubeadm-config".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "ClusterConfiguration".to_owned(),
+                "kind: ClusterConfiguration\n".to_owned(),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let _ = config_maps.create(&PostParams::default(), &config).await;
+}
+
+async fn kcp(client: &kube::Client) -> KubeadmControlPlane {
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .get(KCP)
+        .await
+        .unwrap()
+}
+
+async fn machines(client: &kube::Client) -> Vec<Machine> {
+    let mut items = Api::<Machine>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    items.sort_by_key(|m| m.creation_timestamp().map(|t| t.0));
+    items
+}
+
+fn condition<'a>(
+    kcp: &'a KubeadmControlPlane,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    kcp.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Waits until the control plane has `replicas` machines, all up to date with a Node and none deleting,
+/// and the status says so.
+async fn wait_converged(env: &Env, replicas: usize, what: &str) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let kcp = kcp(&env.client).await;
+        let status = kcp.status.clone().unwrap_or_default();
+        let machines = machines(&env.client).await;
+        let settled = machines.len() == replicas
+            && machines
+                .iter()
+                .all(|m| m.meta().deletion_timestamp.is_none())
+            && status.replicas == Some(replicas as i32)
+            && status.up_to_date_replicas == Some(replicas as i32)
+            && status.ready_replicas == Some(replicas as i32)
+            && condition(&kcp, "MachinesUpToDate").is_some_and(|c| c.status == "True");
+        if settled {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not converged: status {status:?}, machines {:?}",
+            machines
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn patch_kcp(client: &kube::Client, spec: Value) {
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .patch(
+            KCP,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await
+        .unwrap();
+}
+
+async fn cloned_from(env: &Env) -> Vec<String> {
+    let resource = sim_resource("SimMachine");
+    let mut names: Vec<String> =
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), NS, &resource)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .filter_map(|o| {
+                o.annotations()
+                    .get("cluster.x-k8s.io/cloned-from-name")
+                    .cloned()
+            })
+            .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn scale_up_roll_generations_and_versions_scale_down() {
+    let env = setup(1, "prod-control-plane-genc01", true).await;
+
+    // 1 machine: the first runs kubeadm init.
+    wait_converged(&env, 1, "initial").await;
+    let first = machines(&env.client).await.remove(0);
+    assert!(first.name_any().starts_with(&format!("{KCP}-")));
+    assert_eq!(first.labels()[MACHINE_GENERATION_LABEL], "genc01");
+    assert_eq!(first.labels()["team"], "platform");
+    assert_eq!(first.labels()["cluster.x-k8s.io/control-plane-name"], KCP);
+    let configs: Api<KubeadmConfig> = Api::namespaced(env.client.clone(), NS);
+    let init = configs.get(&first.name_any()).await.unwrap();
+    assert!(
+        init.spec.init_configuration.is_defined()
+            || init.spec.join_configuration.control_plane.is_none()
+    );
+    assert!(
+        init.spec.join_configuration.control_plane.is_none(),
+        "the first machine inits"
+    );
+    let kcp_now = kcp(&env.client).await;
+    let status = kcp_now.status.clone().unwrap();
+    assert_eq!(
+        status.initialization.unwrap().control_plane_initialized,
+        Some(true)
+    );
+    assert_eq!(
+        status.selector.as_deref(),
+        Some("cluster.x-k8s.io/cluster-name=prod,cluster.x-k8s.io/control-plane")
+    );
+    assert_eq!(status.version.as_deref(), Some("v1.33.1"));
+    for kind in ["ca", "etcd", "proxy", "sa", "kubeconfig"] {
+        let secret = Api::<Secret>::namespaced(env.client.clone(), NS)
+            .get(&format!("{CLUSTER}-{kind}"))
+            .await
+            .unwrap_or_else(|e| panic!("secret {CLUSTER}-{kind}: {e}"));
+        if kind != "ca" {
+            assert_eq!(
+                secret.owner_references()[0].name,
+                KCP,
+                "{kind} is owned by the control plane"
+            );
+        }
+    }
+
+    // 1 → 3: joins.
+    patch_kcp(&env.client, json!({ "replicas": 3 })).await;
+    wait_converged(&env, 3, "scale up").await;
+    let names: Vec<String> = machines(&env.client)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    for name in &names[1..] {
+        let join = configs.get(name).await.unwrap();
+        assert!(
+            join.spec.join_configuration.control_plane.is_some(),
+            "{name} joins as control plane"
+        );
+        assert!(!join.spec.init_configuration.is_defined());
+    }
+    assert_eq!(
+        cloned_from(&env).await,
+        vec!["prod-control-plane-genc01"; 3]
+    );
+
+    // A generation bump: every machine is replaced, oldest first, never fewer than 3 with a Node.
+    sim_template(&env.client, "prod-control-plane-genc02").await;
+    env.samples.lock().unwrap().clear();
+    env.deleted.lock().unwrap().clear();
+    patch_kcp(&env.client, json!({ "machineTemplate": { "spec": { "infrastructureRef": {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "prod-control-plane-genc02" } } } })).await;
+    let deadline = Instant::now() + CONVERGE;
+    let mut saw_rolling_out = false;
+    loop {
+        let kcp = kcp(&env.client).await;
+        if let Some(c) = condition(&kcp, "RollingOut").filter(|c| c.status == "True") {
+            assert!(
+                c.message.contains("rolling out generation genc02"),
+                "{}",
+                c.message
+            );
+            saw_rolling_out = true;
+        }
+        if env.deleted.lock().unwrap().len() >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rollout did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_converged(&env, 3, "generation rollout").await;
+    assert!(saw_rolling_out, "RollingOut condition was never True");
+    assert_eq!(*env.deleted.lock().unwrap(), names, "replaced oldest first");
+    let fewest = env.samples.lock().unwrap().iter().copied().min().unwrap();
+    assert!(
+        fewest >= 3,
+        "fell to {fewest} machines with a Node during the rollout"
+    );
+    assert_eq!(
+        cloned_from(&env).await,
+        vec!["prod-control-plane-genc02"; 3]
+    );
+    for machine in machines(&env.client).await {
+        assert_eq!(machine.labels()[MACHINE_GENERATION_LABEL], "genc02");
+    }
+
+    // A version bump rolls the same way.
+    let before: Vec<String> = machines(&env.client)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    env.deleted.lock().unwrap().clear();
+    env.samples.lock().unwrap().clear();
+    patch_kcp(&env.client, json!({ "version": "v1.33.2" })).await;
+    let deadline = Instant::now() + CONVERGE;
+    while env.deleted.lock().unwrap().len() < 3 {
+        assert!(Instant::now() < deadline, "version rollout did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_converged(&env, 3, "version rollout").await;
+    assert_eq!(*env.deleted.lock().unwrap(), before);
+    assert!(env.samples.lock().unwrap().iter().all(|n| *n >= 3));
+    assert!(
+        machines(&env.client)
+            .await
+            .iter()
+            .all(|m| m.spec.version.as_deref() == Some("v1.33.2"))
+    );
+    assert_eq!(
+        kcp(&env.client).await.status.unwrap().version.as_deref(),
+        Some("v1.33.2")
+    );
+
+    // At rest, re-applying the unchanged control plane writes nothing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes = api_writes_total();
+    Api::<KubeadmControlPlane>::namespaced(env.client.clone(), NS)
+        .patch(
+            KCP,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "metadata": { "annotations": { "touched": "1" } } })),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        api_writes_total(),
+        writes,
+        "a reconcile at rest wrote something"
+    );
+
+    // Template metadata reaches existing machines in place, without a rollout.
+    let names: Vec<String> = machines(&env.client)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    patch_kcp(
+        &env.client,
+        json!({ "machineTemplate": { "metadata": { "labels": { "team": "core" } } } }),
+    )
+    .await;
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let current = machines(&env.client).await;
+        if current
+            .iter()
+            .all(|m| m.labels().get("team").map(String::as_str) == Some("core"))
+        {
+            let now: Vec<String> = current.iter().map(ResourceExt::name_any).collect();
+            assert_eq!(now, names, "a metadata change must not replace machines");
+            let config = configs.get(&names[0]).await.unwrap();
+            if config.labels().get("team").map(String::as_str) == Some("core") {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "labels not propagated");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // 3 → 1.
+    patch_kcp(&env.client, json!({ "replicas": 1 })).await;
+    wait_converged(&env, 1, "scale down").await;
+    drop(env);
+}
+
+#[tokio::test]
+async fn missing_template_is_reported_and_leftovers_are_removed() {
+    let env = setup(1, "prod-control-plane-genc01", false).await;
+    // A KubeadmConfig left behind by a creation that crashed before its Machine existed.
+    let kcp_object = kcp(&env.client).await;
+    let owner = kcp_object.controller_owner_ref(&()).unwrap();
+    let mut leftover = KubeadmConfig::new("prod-control-plane-crash", Default::default());
+    leftover.metadata.namespace = Some(NS.into());
+    leftover.metadata.labels = Some(
+        [(
+            "cluster.x-k8s.io/control-plane-name".to_owned(),
+            KCP.to_owned(),
+        )]
+        .into(),
+    );
+    leftover.metadata.owner_references = Some(vec![owner]);
+    let configs: Api<KubeadmConfig> = Api::namespaced(env.client.clone(), NS);
+    configs
+        .create(&PostParams::default(), &leftover)
+        .await
+        .unwrap();
+    // The template the control plane points at does not exist.
+    patch_kcp(&env.client, json!({ "machineTemplate": { "spec": { "infrastructureRef": {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "missing-genc09" } } } })).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut env = env;
+    env.tasks.push(start(&env.client));
+
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let kcp = kcp(&env.client).await;
+        if let Some(c) = condition(&kcp, "MachinesCreated").filter(|c| c.status == "False") {
+            assert!(
+                c.message
+                    .contains("SimMachineTemplate missing-genc09 not found"),
+                "{}",
+                c.message
+            );
+            assert!(
+                c.message
+                    .contains("spec.machineTemplate.spec.infrastructureRef"),
+                "{}",
+                c.message
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no MachinesCreated=False condition: {:?}",
+            kcp.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(machines(&env.client).await.is_empty(), "no partial machine");
+    let events = Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(events.items.iter().any(|e| {
+        e.reason.as_deref() == Some("MachineCreationFailed")
+            && e.note
+                .as_deref()
+                .is_some_and(|n| n.contains("missing-genc09"))
+    }));
+    let deadline = Instant::now() + CONVERGE;
+    while configs
+        .get_opt("prod-control-plane-crash")
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the leftover KubeadmConfig was not removed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Once the template exists, the control plane comes up.
+    sim_template(&env.client, "missing-genc09").await;
+    wait_converged(&env, 1, "after the template appeared").await;
+    let kcp = kcp(&env.client).await;
+    assert_eq!(condition(&kcp, "MachinesCreated").unwrap().status, "True");
+    let _ = &env.plane;
+}
