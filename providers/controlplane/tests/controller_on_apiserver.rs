@@ -641,3 +641,151 @@ async fn missing_template_is_reported_and_leftovers_are_removed() {
     assert_eq!(condition(&kcp, "MachinesCreated").unwrap().status, "True");
     let _ = &env.plane;
 }
+
+/// A control-plane Machine made by another KCP-compatible controller: same labels, no owner.
+async fn foreign_machine(client: &kube::Client, name: &str) {
+    let resource = sim_resource("SimMachine");
+    let mut infra = DynamicObject::new(name, &resource).within(NS);
+    infra.metadata.annotations = Some(
+        [
+            (
+                "cluster.x-k8s.io/cloned-from-name".to_owned(),
+                "prod-control-plane-genc01".to_owned(),
+            ),
+            (
+                "cluster.x-k8s.io/cloned-from-groupkind".to_owned(),
+                "SimMachineTemplate.infrastructure.cluster.x-k8s.io".to_owned(),
+            ),
+        ]
+        .into(),
+    );
+    infra.data = json!({ "spec": {} });
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &resource)
+        .create(&PostParams::default(), &infra)
+        .await
+        .unwrap();
+    let config: KubeadmConfig = serde_json::from_value(json!({
+        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+        "metadata": { "name": name, "namespace": NS },
+        "spec": {
+            "clusterConfiguration": {
+                "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] },
+                "featureGates": { "ControlPlaneKubeletLocalMode": true },
+            },
+            "initConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
+        },
+    }))
+    .unwrap();
+    Api::<KubeadmConfig>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let machine: Machine = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": { "name": name, "namespace": NS, "labels": {
+            "cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": "" } },
+        "spec": {
+            "clusterName": CLUSTER,
+            "version": "v1.33.1",
+            "bootstrap": { "configRef": { "apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": name } },
+            "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachine", "name": name },
+        },
+    }))
+    .unwrap();
+    Api::<Machine>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &machine)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn adopts_foreign_machines_honours_pause_and_deletes_in_order() {
+    let mut env = setup(1, "prod-control-plane-genc01", false).await;
+    foreign_machine(&env.client, "legacy-cp-0").await;
+    env.tasks.push(start(&env.client));
+
+    // Adopted, not replaced: it matches the desired state.
+    wait_converged(&env, 1, "adoption").await;
+    let adopted = machines(&env.client).await.remove(0);
+    assert_eq!(adopted.name_any(), "legacy-cp-0");
+    let owner = adopted
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .unwrap();
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("KubeadmControlPlane", KCP)
+    );
+
+    // Paused: a scale up waits.
+    let clusters: Api<Cluster> = Api::namespaced(env.client.clone(), NS);
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "paused": true } })),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    patch_kcp(&env.client, json!({ "replicas": 3 })).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        machines(&env.client).await.len(),
+        1,
+        "a paused cluster was scaled"
+    );
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "paused": false } })),
+        )
+        .await
+        .unwrap();
+    wait_converged(&env, 3, "after unpausing").await;
+
+    // Deleting the control plane: workers first, then every control-plane machine, then the finalizer.
+    let worker: Machine = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": { "name": "worker-0", "namespace": NS, "labels": { "cluster.x-k8s.io/cluster-name": CLUSTER } },
+        "spec": {
+            "clusterName": CLUSTER,
+            "bootstrap": { "dataSecretName": "worker-0" },
+            "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachine", "name": "worker-0" },
+        },
+    }))
+    .unwrap();
+    let machine_api: Api<Machine> = Api::namespaced(env.client.clone(), NS);
+    machine_api
+        .create(&PostParams::default(), &worker)
+        .await
+        .unwrap();
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(env.client.clone(), NS);
+    kcps.delete(KCP, &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let control_planes = |all: &[Machine]| {
+        all.iter()
+            .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .count()
+    };
+    assert_eq!(
+        control_planes(&machines(&env.client).await),
+        3,
+        "control plane deleted before the workers"
+    );
+    machine_api
+        .delete("worker-0", &Default::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + CONVERGE;
+    while kcps.get_opt(KCP).await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the KubeadmControlPlane was not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(machines(&env.client).await.is_empty());
+}

@@ -14,7 +14,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{self, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -76,8 +75,6 @@ pub enum Error {
     Kubeconfig(#[from] KubeconfigError),
     #[error("{0}")]
     Infrastructure(String),
-    #[error("finalizer: {0}")]
-    Finalizer(String),
 }
 
 impl Error {
@@ -87,7 +84,6 @@ impl Error {
             Error::Certificates(e) => e.metric_label(),
             Error::Kubeconfig(_) => "kubeconfig",
             Error::Infrastructure(_) => "infrastructure",
-            Error::Finalizer(_) => "finalizer",
         }
     }
 }
@@ -223,20 +219,60 @@ async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<A
         }
     }
     let api: Api<KubeadmControlPlane> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, kcp, |event| async {
-        match event {
-            finalizer::Event::Apply(kcp) => {
-                let cluster = cluster.expect("checked above for live objects");
-                apply(&kcp, &cluster, ctx).await
-            }
-            finalizer::Event::Cleanup(kcp) => cleanup(&kcp, ctx).await,
+    let has_finalizer = kcp.finalizers().iter().any(|f| f == FINALIZER);
+    if kcp.meta().deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
         }
-    })
-    .await
-    .map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(other.to_string()),
-    })
+        return match cleanup(&kcp, ctx).await? {
+            Cleanup::Done => {
+                set_finalizers(
+                    &api,
+                    &kcp,
+                    kcp.finalizers()
+                        .iter()
+                        .filter(|f| *f != FINALIZER)
+                        .cloned()
+                        .collect(),
+                )
+                .await?;
+                Ok(Action::await_change())
+            }
+            Cleanup::Waiting => Ok(Action::requeue(WAIT)),
+        };
+    }
+    if !has_finalizer {
+        let mut finalizers = kcp.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
+        // The patch wakes the next reconcile, which then sees the finalizer.
+        set_finalizers(&api, &kcp, finalizers).await?;
+        return Ok(Action::await_change());
+    }
+    let cluster = cluster.expect("checked above for live objects");
+    apply(&kcp, &cluster, ctx).await
+}
+
+/// Replaces the finalizer list, failing if the object changed since it was read.
+async fn set_finalizers(
+    api: &Api<KubeadmControlPlane>,
+    kcp: &KubeadmControlPlane,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let patch = serde_json::json!({
+        "metadata": { "finalizers": finalizers, "resourceVersion": kcp.resource_version() }
+    });
+    let params = kube::api::PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    api.patch(&kcp.name_any(), &params, &kube::api::Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+enum Cleanup {
+    Done,
+    Waiting,
 }
 
 /// Name of the Cluster that owns the control plane.
@@ -416,7 +452,7 @@ async fn take_step(
 
 /// Deletion: workers go first (their nodes need the API server to drain), then every control-plane Machine;
 /// the finalizer is removed once none is left.
-async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Action, Error> {
+async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Cleanup, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let Some(cluster_name) = kcp
         .labels()
@@ -424,7 +460,7 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Action, Err
         .cloned()
         .or_else(|| owner_cluster(kcp))
     else {
-        return Ok(Action::await_change());
+        return Ok(Cleanup::Done);
     };
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     let all = machines
@@ -437,7 +473,7 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Action, Err
         .count();
     if workers > 0 {
         tracing::info!(kcp = %kcp.name_any(), workers, "waiting for worker machines to be deleted first");
-        return Ok(Action::requeue(WAIT));
+        return Ok(Cleanup::Waiting);
     }
     let owned: Vec<&Machine> = all
         .items
@@ -445,7 +481,7 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Action, Err
         .filter(|m| machines::owned_by(m, kcp))
         .collect();
     if owned.is_empty() {
-        return Ok(Action::await_change());
+        return Ok(Cleanup::Done);
     }
     for machine in owned
         .iter()
@@ -453,7 +489,7 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Action, Err
     {
         machines::delete(ctx, &namespace, &machine.name_any()).await?;
     }
-    Ok(Action::requeue(WAIT))
+    Ok(Cleanup::Waiting)
 }
 
 /// `https://host:port` of the Cluster's control-plane endpoint.
