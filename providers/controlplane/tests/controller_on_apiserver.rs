@@ -4,11 +4,9 @@
 //! management apiserver itself: the test hands the controller that server's CA as the cluster CA, so the
 //! kubeconfig the controller issues works against it.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -23,6 +21,7 @@ use kubeadm_controlplane::controller::{self, Settings, api_writes_total};
 use kubeadm_runtime::Shutdown;
 use serde_json::{Value, json};
 use testenv::ManagementPlane;
+use testenv::core_double::CoreDouble;
 
 const NS: &str = "default";
 const CLUSTER: &str = "prod";
@@ -33,16 +32,12 @@ const CONVERGE: Duration = Duration::from_secs(120);
 struct Env {
     plane: ManagementPlane,
     client: kube::Client,
-    /// Number of machines with a Node, sampled by the stand-in after each of its passes.
-    samples: Arc<Mutex<Vec<usize>>>,
-    deleted: Arc<Mutex<Vec<String>>>,
-    stop: Option<tokio::sync::watch::Sender<bool>>,
+    core: CoreDouble,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
-        self.stop.take();
         for task in &self.tasks {
             task.abort();
         }
@@ -155,24 +150,15 @@ async fn setup(replicas: i32, template: &str, start_controller: bool) -> Env {
         .await
         .unwrap();
 
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let samples = Arc::new(Mutex::new(Vec::new()));
-    let deleted = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = vec![tokio::spawn(core_stand_in(
-        client.clone(),
-        samples.clone(),
-        deleted.clone(),
-        stopped,
-    ))];
+    let core = CoreDouble::start(client.clone(), NS, Duration::from_millis(200));
+    let mut tasks = Vec::new();
     if start_controller {
         tasks.push(start(&client));
     }
     Env {
         plane,
         client,
-        samples,
-        deleted,
-        stop: Some(stop),
+        core,
         tasks,
     }
 }
@@ -201,81 +187,6 @@ async fn sim_template(client: &kube::Client, name: &str) {
         .create(&PostParams::default(), &template)
         .await
         .unwrap();
-}
-
-/// Plays core Cluster API and the machines: every Machine gets a Node and Ready/Available conditions;
-/// the first Node makes the control plane initialized. Records how many machines have a Node.
-async fn core_stand_in(
-    client: kube::Client,
-    samples: Arc<Mutex<Vec<usize>>>,
-    deleted: Arc<Mutex<Vec<String>>>,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
-) {
-    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    loop {
-        if let Ok(list) = machines.list(&ListParams::default()).await {
-            let names: BTreeSet<String> = list.items.iter().map(ResourceExt::name_any).collect();
-            for gone in seen.difference(&names) {
-                deleted.lock().unwrap().push(gone.clone());
-            }
-            seen = names;
-            let mut with_node = 0;
-            for machine in &list.items {
-                let has_node = machine
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.node_ref.as_ref())
-                    .is_some();
-                if has_node {
-                    with_node += 1;
-                    continue;
-                }
-                let now = k8s_openapi::jiff::Timestamp::now().to_string();
-                let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });
-                let status = json!({ "status": {
-                    "nodeRef": { "name": format!("node-{}", machine.name_any()) },
-                    "conditions": [condition("Ready"), condition("Available")],
-                } });
-                if machines
-                    .patch_status(
-                        &machine.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&status),
-                    )
-                    .await
-                    .is_ok()
-                {
-                    with_node += 1;
-                    kubeadm_init_uploaded_config(&client).await;
-                }
-            }
-            samples.lock().unwrap().push(with_node);
-        }
-        tokio::select! {
-            _ = stopped.changed() => return,
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
-        }
-    }
-}
-
-async fn kubeadm_init_uploaded_config(client: &kube::Client) {
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    let config = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some("kubeadm-config".into()),
-            ..Default::default()
-        },
-        data: Some(
-            [(
-                "ClusterConfiguration".to_owned(),
-                "kind: ClusterConfiguration\n".to_owned(),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    let _ = config_maps.create(&PostParams::default(), &config).await;
 }
 
 async fn kcp(client: &kube::Client) -> KubeadmControlPlane {
@@ -437,8 +348,8 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
 
     // A generation bump: every machine is replaced, oldest first, never fewer than 3 with a Node.
     sim_template(&env.client, "prod-control-plane-genc02").await;
-    env.samples.lock().unwrap().clear();
-    env.deleted.lock().unwrap().clear();
+    env.core.observe(|o| o.with_node.clear());
+    env.core.observe(|o| o.deleted.clear());
     patch_kcp(&env.client, json!({ "machineTemplate": { "spec": { "infrastructureRef": {
         "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "prod-control-plane-genc02" } } } })).await;
     let deadline = Instant::now() + CONVERGE;
@@ -453,7 +364,7 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
             );
             saw_rolling_out = true;
         }
-        if env.deleted.lock().unwrap().len() >= 3 {
+        if env.core.observe(|o| o.deleted.len()) >= 3 {
             break;
         }
         assert!(Instant::now() < deadline, "rollout did not finish");
@@ -461,8 +372,14 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
     }
     wait_converged(&env, 3, "generation rollout").await;
     assert!(saw_rolling_out, "RollingOut condition was never True");
-    assert_eq!(*env.deleted.lock().unwrap(), names, "replaced oldest first");
-    let fewest = env.samples.lock().unwrap().iter().copied().min().unwrap();
+    assert_eq!(
+        env.core.observe(|o| o.deleted.clone()),
+        names,
+        "replaced oldest first"
+    );
+    let fewest = env
+        .core
+        .observe(|o| o.with_node.iter().copied().min().unwrap());
     assert!(
         fewest >= 3,
         "fell to {fewest} machines with a Node during the rollout"
@@ -481,17 +398,17 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
         .iter()
         .map(ResourceExt::name_any)
         .collect();
-    env.deleted.lock().unwrap().clear();
-    env.samples.lock().unwrap().clear();
+    env.core.observe(|o| o.deleted.clear());
+    env.core.observe(|o| o.with_node.clear());
     patch_kcp(&env.client, json!({ "version": "v1.33.2" })).await;
     let deadline = Instant::now() + CONVERGE;
-    while env.deleted.lock().unwrap().len() < 3 {
+    while env.core.observe(|o| o.deleted.len()) < 3 {
         assert!(Instant::now() < deadline, "version rollout did not finish");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     wait_converged(&env, 3, "version rollout").await;
-    assert_eq!(*env.deleted.lock().unwrap(), before);
-    assert!(env.samples.lock().unwrap().iter().all(|n| *n >= 3));
+    assert_eq!(env.core.observe(|o| o.deleted.clone()), before);
+    assert!(env.core.observe(|o| o.with_node.iter().all(|n| *n >= 3)));
     assert!(
         machines(&env.client)
             .await

@@ -5,9 +5,11 @@ mod machines;
 mod metrics;
 mod status;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -26,8 +28,8 @@ use kubeadm_bootstrap::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS}
 use kubeadm_bootstrap::workload::{self, WorkloadError};
 use kubeadm_runtime::Shutdown;
 
-pub use metrics::api_writes_total;
 use metrics::{METRICS, counted};
+pub use metrics::{api_writes_total, reconcile_time};
 
 use crate::desired::DesiredState;
 use crate::kubeconfig::{self, KubeconfigError};
@@ -41,6 +43,8 @@ pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 const RESYNC: Duration = Duration::from_secs(300);
 /// How soon a waiting control plane is looked at again when no watch event arrives first.
 const WAIT: Duration = Duration::from_secs(10);
+/// Longest retry delay after repeated failures.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// See the bootstrap controller: reconciles are idempotent, so a bounded shutdown is safe.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -92,6 +96,8 @@ pub struct Context {
     pub client: kube::Client,
     pub settings: Settings,
     pub recorder: Recorder,
+    /// Retry delays of control planes whose last reconcile failed; cleared by a success.
+    backoff: Mutex<HashMap<ObjectRef<KubeadmControlPlane>, ExponentialBackoff>>,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -134,6 +140,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         client,
         settings,
         recorder,
+        backoff: Mutex::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
         .owns(machines, watch.clone())
@@ -179,22 +186,43 @@ fn watcher_config(watch_filter: &str) -> watcher::Config {
     }
 }
 
-fn error_policy(kcp: Arc<KubeadmControlPlane>, error: &Error, _: Arc<Context>) -> Action {
+/// Retries failed reconciles with exponential backoff (2 s doubling to 5 min, jittered), per control plane.
+fn error_policy(kcp: Arc<KubeadmControlPlane>, error: &Error, ctx: Arc<Context>) -> Action {
     METRICS
         .reconcile_errors
         .get_or_create(&[("error", error.metric_label())])
         .inc();
-    tracing::warn!(kcp = %kcp.name_any(), kind = error.metric_label(), error = %error, "will retry");
-    Action::requeue(WAIT)
+    let delay = ctx
+        .backoff
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(ObjectRef::from_obj(&*kcp))
+        .or_insert_with(|| {
+            ExponentialBuilder::new()
+                .with_min_delay(Duration::from_secs(2))
+                .with_max_delay(MAX_BACKOFF)
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times()
+                .build()
+        })
+        .next()
+        .unwrap_or(MAX_BACKOFF);
+    tracing::warn!(kcp = %kcp.name_any(), kind = error.metric_label(), error = %error, retry_in = ?delay, "will retry");
+    Action::requeue(delay)
 }
 
 async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let key = ObjectRef::from_obj(&*kcp);
     let result = reconcile_kcp(kcp, &ctx).await;
-    METRICS.reconciles.inc();
-    METRICS
-        .reconcile_duration
-        .observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.backoff
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+    }
+    metrics::observe_reconcile(started.elapsed());
     result
 }
 
@@ -322,19 +350,34 @@ async fn apply(
         .and_then(|s| s.initialization.as_ref())
         .and_then(|i| i.infrastructure_provisioned)
         == Some(true);
+    let cluster_ref = format!("Cluster {namespace}/{cluster_name}");
     if !provisioned {
-        report.waiting_for_cluster(
-            "WaitingForInfrastructure",
-            "the Cluster's infrastructure is not provisioned yet",
-        );
+        let message = format!("{cluster_ref}: infrastructure is not provisioned yet");
+        if report.waiting_for_cluster("WaitingForInfrastructure", &message) {
+            publish(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "WaitingForInfrastructure",
+                &message,
+            )
+            .await;
+        }
         report.write(ctx, kcp).await?;
         return Ok(Action::requeue(WAIT));
     }
     let Some(server) = endpoint_url(cluster) else {
-        report.waiting_for_cluster(
-            "WaitingForControlPlaneEndpoint",
-            "the Cluster has no spec.controlPlaneEndpoint yet",
-        );
+        let message = format!("{cluster_ref}: spec.controlPlaneEndpoint is not set yet");
+        if report.waiting_for_cluster("WaitingForControlPlaneEndpoint", &message) {
+            publish(
+                ctx,
+                kcp,
+                EventType::Warning,
+                "WaitingForControlPlaneEndpoint",
+                &message,
+            )
+            .await;
+        }
         report.write(ctx, kcp).await?;
         return Ok(Action::requeue(WAIT));
     };

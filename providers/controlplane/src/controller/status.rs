@@ -47,10 +47,22 @@ impl Report {
         self.condition("SpecValid", false, "InvalidSpec", &error.to_string());
     }
 
-    pub(super) fn waiting_for_cluster(&mut self, reason: &str, message: &str) {
+    /// Reports what the Cluster still lacks; true when this is news (the reason changed), so the caller
+    /// raises an Event once rather than on every retry.
+    pub(super) fn waiting_for_cluster(&mut self, reason: &str, message: &str) -> bool {
+        let before = self.reason_of("Initialized");
         if !self.initialized() {
             self.condition("Initialized", false, reason, message);
         }
+        before.as_deref() != Some(reason)
+    }
+
+    fn reason_of(&self, type_: &str) -> Option<String> {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.reason.clone())
     }
 
     pub(super) fn certificates(&mut self, ok: bool, message: &str) {
@@ -79,6 +91,16 @@ impl Report {
         self.status.up_to_date_replicas =
             Some(i32::try_from(plan.up_to_date.len()).unwrap_or(i32::MAX));
         self.status.version = lowest_version(machines);
+        // Counters v1beta1 clients read (served through conversion from these fields).
+        let v1beta1 = self
+            .status
+            .deprecated
+            .get_or_insert_default()
+            .v1beta1
+            .get_or_insert_default();
+        v1beta1.updated_replicas = i32::try_from(plan.up_to_date.len()).unwrap_or(i32::MAX);
+        v1beta1.ready_replicas = count(|m| m.ready);
+        v1beta1.unavailable_replicas = replicas - count(|m| m.available);
         self.status.versions = versions(machines);
         self.status.observed_generation = self.generation;
         if initialized {
