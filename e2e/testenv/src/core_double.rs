@@ -1,6 +1,8 @@
-//! A stand-in for core Cluster API's Machine controller, for tests of the providers: every Machine gets a
-//! Node (`status.nodeRef`) and Ready/Available conditions, and the first Node makes the cluster initialized
-//! the way `kubeadm init` shows it (the `kube-system/kubeadm-config` ConfigMap). It records how many
+//! A stand-in for core Cluster API's Machine controller and for the nodes, for tests of the providers:
+//! every Machine gets a Node (`status.nodeRef`), Ready/Available conditions and, in `kube-system`, running
+//! mirror pods of the four control-plane static pods with the annotations kubeadm and our patches put on
+//! them; the first Node makes the cluster initialized the way `kubeadm init` shows it (the
+//! `kube-system/kubeadm-config` ConfigMap). The workload cluster is the same apiserver. It records how many
 //! Machines have a Node after each pass and which Machines disappeared, so tests can check that a rollout
 //! never went below a count.
 //!
@@ -10,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
@@ -92,6 +94,9 @@ async fn run(
                     with_node += 1;
                 }
             }
+            for name in &gone {
+                remove_static_pods(&client, name).await;
+            }
             let mut observed = observations.lock().unwrap_or_else(PoisonError::into_inner);
             observed.deleted.extend(gone);
             observed.with_node.push(with_node);
@@ -119,8 +124,82 @@ async fn boot(
         .is_ok();
     if patched {
         kubeadm_init_uploaded_config(client).await;
+        start_static_pods(client, &name).await;
     }
     patched
+}
+
+const COMPONENTS: [&str; 4] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "etcd",
+];
+
+/// The mirror pods of a control-plane node's static pods, running and ready.
+async fn start_static_pods(client: &kube::Client, machine: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let node = format!("node-{machine}");
+    for component in COMPONENTS {
+        // Mirror pods are how the API shows static pods (and need no service account).
+        let mut annotations = json!({
+            "cluster.x-k8s.io/machine": machine,
+            "kubernetes.io/config.mirror": format!("{component}-{machine}"),
+        });
+        match component {
+            "kube-apiserver" => {
+                annotations["kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"] =
+                    json!("127.0.0.1:6443");
+            }
+            "etcd" => {
+                annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"] =
+                    json!("https://127.0.0.1:2379");
+            }
+            _ => {}
+        }
+        let name = format!("{component}-{node}");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "kube-system",
+                "labels": { "component": component, "tier": "control-plane" },
+                "annotations": annotations,
+            },
+            "spec": {
+                "nodeName": node,
+                "containers": [{ "name": component, "image": format!("registry.k8s.io/{component}:sim") }],
+            },
+        }))
+        .expect("a valid pod");
+        match pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => tracing::warn!(pod = %name, error = %e, "cannot create mirror pod"),
+        }
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let status = json!({ "status": {
+            "phase": "Running",
+            "conditions": [{ "type": "Ready", "status": "True", "lastTransitionTime": now }],
+        } });
+        let _ = pods
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await;
+    }
+}
+
+async fn remove_static_pods(client: &kube::Client, machine: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    for component in COMPONENTS {
+        let _ = pods
+            // No kubelet confirms a graceful deletion here.
+            .delete(
+                &format!("{component}-node-{machine}"),
+                &kube::api::DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await;
+    }
 }
 
 async fn kubeadm_init_uploaded_config(client: &kube::Client) {

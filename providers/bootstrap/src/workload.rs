@@ -73,6 +73,17 @@ pub async fn client(
             namespace: namespace.to_owned(),
             name: name.clone(),
         })?;
+    client_from_secret(&secret, namespace, cluster).await
+}
+
+/// A client for the workload cluster `cluster` from its kubeconfig Secret, already read (callers that cache
+/// clients compare the Secret's resourceVersion first).
+pub async fn client_from_secret(
+    secret: &Secret,
+    namespace: &str,
+    cluster: &str,
+) -> Result<kube::Client, WorkloadError> {
+    let name = kubeconfig_secret_name(cluster);
     let unparseable = |reason: String| WorkloadError::Unparseable {
         namespace: namespace.to_owned(),
         name: name.clone(),

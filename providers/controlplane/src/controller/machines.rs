@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use super::metrics::METRICS;
 use super::{Context, Error, owner_reference};
 use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
+use crate::endpoints::MachinePods;
 use crate::machines::{
     CERTIFICATES_EXPIRY_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION,
     CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine, DELETE_MACHINE_ANNOTATION,
@@ -39,6 +40,8 @@ pub(super) struct Gathered {
     pub objects: BTreeMap<String, Machine>,
     pub configs: BTreeMap<String, KubeadmConfig>,
     pub infrastructure: BTreeMap<String, (ApiResource, DynamicObject)>,
+    /// What the workload cluster's static pods show per machine (empty until it is reachable).
+    pub pods: BTreeMap<String, MachinePods>,
 }
 
 pub(super) fn owned_by(machine: &Machine, kcp: &KubeadmControlPlane) -> bool {
@@ -119,6 +122,7 @@ pub(super) async fn gather(
         objects: owned,
         configs,
         infrastructure,
+        pods: BTreeMap::new(),
     })
 }
 
@@ -605,5 +609,89 @@ fn merge_params() -> PatchParams {
     PatchParams {
         field_manager: Some(crate::FIELD_MANAGER.to_owned()),
         ..Default::default()
+    }
+}
+
+/// Writes the pod-health conditions Cluster API's control-plane provider reports on each Machine
+/// (`APIServerPodHealthy`, …, `EtcdPodHealthy`), for machines whose pods were looked at, and only when a
+/// condition changed.
+pub(super) async fn report_health(
+    ctx: &Context,
+    namespace: &str,
+    gathered: &Gathered,
+) -> Result<(), Error> {
+    use crate::machines::Health;
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
+    for (name, view) in &gathered.pods {
+        let Some(machine) = gathered.objects.get(name) else {
+            continue;
+        };
+        let mut conditions = machine
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let before = conditions.clone();
+        for (component, health) in &view.components {
+            let (status, reason, message) = match health {
+                Health::Healthy => ("True", "Healthy", ""),
+                Health::Unhealthy(m) => ("False", "Unhealthy", m.as_str()),
+                Health::Unknown(m) => ("Unknown", "InspectionFailed", m.as_str()),
+                Health::NotChecked => continue,
+            };
+            set_machine_condition(
+                &mut conditions,
+                component.condition(),
+                status,
+                reason,
+                message,
+            );
+        }
+        if conditions == before {
+            continue;
+        }
+        let patch = json!({
+            "metadata": { "resourceVersion": machine.resource_version() },
+            "status": { "conditions": conditions },
+        });
+        match machines
+            .patch_status(name, &merge_params(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            // Someone else wrote the Machine meanwhile: the next reconcile retries with fresh data.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+fn set_machine_condition(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => {}
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Time(Timestamp::now());
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message.into();
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: Time(Timestamp::now()),
+            observed_generation: None,
+        }),
     }
 }

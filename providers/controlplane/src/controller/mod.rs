@@ -4,14 +4,15 @@
 mod machines;
 mod metrics;
 mod status;
+mod workload;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -25,14 +26,16 @@ use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
 };
 use kubeadm_bootstrap::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
-use kubeadm_bootstrap::workload::{self, WorkloadError};
+use kubeadm_bootstrap::workload as kubeconfig_secret;
 use kubeadm_runtime::Shutdown;
 
 use metrics::{METRICS, counted};
 pub use metrics::{api_writes_total, reconcile_time};
 
 use crate::desired::DesiredState;
+use crate::endpoints::{self, Component};
 use crate::kubeconfig::{self, KubeconfigError};
+use crate::machines::Health;
 use crate::plan::{self, Observed, Step};
 use status::Report;
 
@@ -96,6 +99,8 @@ pub struct Context {
     pub client: kube::Client,
     pub settings: Settings,
     pub recorder: Recorder,
+    /// Cached workload-cluster clients.
+    workload: workload::WorkloadClients,
     /// Retry delays of control planes whose last reconcile failed; cleared by a success.
     backoff: Mutex<HashMap<ObjectRef<KubeadmControlPlane>, ExponentialBackoff>>,
 }
@@ -140,6 +145,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         client,
         settings,
         recorder,
+        workload: Default::default(),
         backoff: Mutex::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
@@ -421,8 +427,17 @@ async fn apply(
     machines::clean_leftovers(ctx, kcp, &gathered).await?;
     machines::propagate_in_place(ctx, kcp, &desired, &gathered).await?;
 
-    let initialized =
-        report.initialized() || workload_initialized(ctx, &namespace, &cluster_name).await;
+    let mut gathered = gathered;
+    let initialized = observe_workload(
+        ctx,
+        kcp,
+        &cluster_name,
+        &desired,
+        &mut gathered,
+        &mut report,
+    )
+    .await;
+    machines::report_health(ctx, &namespace, &gathered).await?;
     let failure_domains = control_plane_failure_domains(cluster);
     let plan = plan::next_step(Observed {
         desired: &desired,
@@ -576,7 +591,7 @@ async fn ensure_kubeconfig(
 ) -> Result<(), Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let name = workload::kubeconfig_secret_name(cluster);
+    let name = kubeconfig_secret::kubeconfig_secret_name(cluster);
     let now = time::OffsetDateTime::now_utc();
     match secrets.get_opt(&name).await? {
         None => {
@@ -614,26 +629,67 @@ async fn ensure_kubeconfig(
     Ok(())
 }
 
-/// The workload cluster shows an initialized control plane once `kubeadm init` uploaded its configuration.
-async fn workload_initialized(ctx: &Context, namespace: &str, cluster: &str) -> bool {
-    let client = match workload::client(&ctx.client, namespace, cluster).await {
-        Ok(client) => client,
+/// Looks at the workload cluster: whether it is initialized (kubeadm uploaded its configuration), and the
+/// health of each machine's static pods, which the preflight checks read. An unreachable cluster makes
+/// every machine's health unknown, so nothing is changed blind.
+async fn observe_workload(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+    desired: &DesiredState,
+    gathered: &mut machines::Gathered,
+    report: &mut Report,
+) -> bool {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let observed = async {
+        let client = ctx.workload.get(&ctx.client, &namespace, cluster).await?;
+        let initialized = report.initialized() || workload::initialized(&client).await?;
+        if !initialized {
+            return Ok((false, BTreeMap::new()));
+        }
+        if workload::remove_cluster_status(&client).await? {
+            let note = "removed the leftover ClusterStatus from kube-system/kubeadm-config; \
+                        endpoints come from the static pods";
+            publish(ctx, kcp, EventType::Normal, "ClusterStatusRemoved", note).await;
+        }
+        let pods = workload::machine_pods(&client, &gathered.machines).await?;
+        Ok::<_, workload::Unreachable>((true, pods))
+    }
+    .await;
+    let (initialized, pods) = match observed {
+        Ok(found) => found,
         Err(e) => {
-            log_workload_error(cluster, &e);
-            return false;
+            tracing::debug!(cluster, error = %e, "workload cluster not reachable");
+            for m in gathered.machines.iter_mut().filter(|m| m.node.is_some()) {
+                let why = Health::Unknown(format!("workload cluster unreachable: {e}"));
+                m.health.components = why.clone();
+                m.health.etcd = if desired.external_etcd {
+                    Health::NotChecked
+                } else {
+                    why
+                };
+            }
+            report.health(&gathered.machines, desired.external_etcd);
+            return report.initialized();
         }
     };
-    let config_maps: Api<ConfigMap> = Api::namespaced(client, "kube-system");
-    let probe = tokio::time::timeout(
-        Duration::from_secs(5),
-        config_maps.get_opt("kubeadm-config"),
-    )
-    .await;
-    matches!(probe, Ok(Ok(Some(_))))
-}
-
-fn log_workload_error(cluster: &str, error: &WorkloadError) {
-    tracing::debug!(cluster, error = %error, "workload cluster not reachable yet");
+    for m in gathered.machines.iter_mut() {
+        let Some(view) = pods.get(&m.name) else {
+            continue;
+        };
+        m.health.components = endpoints::components_health(view);
+        m.health.etcd = if desired.external_etcd {
+            Health::NotChecked
+        } else {
+            view.components
+                .get(&Component::Etcd)
+                .cloned()
+                .unwrap_or_else(|| Health::Unknown("no etcd pod seen".into()))
+        };
+    }
+    gathered.pods = pods;
+    report.health(&gathered.machines, desired.external_etcd);
+    initialized
 }
 
 async fn publish(

@@ -228,6 +228,43 @@ impl Report {
         }
     }
 
+    /// Cluster-level health: `ControlPlaneComponentsHealthy` and `EtcdClusterHealthy`, naming the machines
+    /// with problems.
+    pub(super) fn health(&mut self, machines: &[ControlPlaneMachine], external_etcd: bool) {
+        fn problems(
+            machines: &[ControlPlaneMachine],
+            part: fn(&ControlPlaneMachine) -> &crate::machines::Health,
+        ) -> Vec<String> {
+            machines
+                .iter()
+                .filter(|m| m.node.is_some() && !m.deleting)
+                .filter_map(|m| part(m).problem().map(|p| format!("{}: {p}", m.name)))
+                .collect()
+        }
+        let components = problems(machines, |m| &m.health.components);
+        if components.is_empty() {
+            self.condition("ControlPlaneComponentsHealthy", true, "Healthy", "");
+        } else {
+            let message = components.join("; ");
+            self.condition(
+                "ControlPlaneComponentsHealthy",
+                false,
+                "NotHealthy",
+                &message,
+            );
+        }
+        if external_etcd {
+            self.condition("EtcdClusterHealthy", true, "External", "etcd is external");
+            return;
+        }
+        let etcd = problems(machines, |m| &m.health.etcd);
+        if etcd.is_empty() {
+            self.condition("EtcdClusterHealthy", true, "Healthy", "");
+        } else {
+            self.condition("EtcdClusterHealthy", false, "NotHealthy", &etcd.join("; "));
+        }
+    }
+
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
         set_condition(
             &mut self.status.conditions,

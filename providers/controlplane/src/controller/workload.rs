@@ -1,0 +1,120 @@
+//! The workload cluster as the controller sees it: a cached client per cluster (rebuilt when the kubeconfig
+//! Secret changes), the static pods of the control plane, and the `kubeadm-config` ConfigMap.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kubeadm_bootstrap::workload::{self, WorkloadError};
+
+use crate::endpoints::{self, CLUSTER_STATUS_KEY, MachinePods, MachineRef};
+use crate::machines::ControlPlaneMachine;
+
+/// Bound on each workload-cluster call: an unreachable cluster must not stall the reconcile.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Workload clients by (namespace, cluster), with the resourceVersion of the Secret they were built from.
+#[derive(Default)]
+pub(super) struct WorkloadClients(Mutex<HashMap<(String, String), (String, kube::Client)>>);
+
+/// Why the workload cluster could not be looked at.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unreachable {
+    #[error(transparent)]
+    Kubeconfig(#[from] WorkloadError),
+    #[error("workload cluster API: {0}")]
+    Api(#[from] kube::Error),
+    #[error("workload cluster did not answer within {CALL_TIMEOUT:?}")]
+    Timeout,
+}
+
+impl WorkloadClients {
+    pub(super) async fn get(
+        &self,
+        management: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<kube::Client, Unreachable> {
+        let name = workload::kubeconfig_secret_name(cluster);
+        let secret = Api::<Secret>::namespaced(management.clone(), namespace)
+            .get_opt(&name)
+            .await?
+            .ok_or_else(|| WorkloadError::SecretMissing {
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+            })?;
+        let version = secret.resource_version().unwrap_or_default();
+        let key = (namespace.to_owned(), cluster.to_owned());
+        if let Some((cached, client)) = self.lock().get(&key)
+            && *cached == version
+        {
+            return Ok(client.clone());
+        }
+        let client = workload::client_from_secret(&secret, namespace, cluster).await?;
+        self.lock().insert(key, (version, client.clone()));
+        Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (String, kube::Client)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+async fn bounded<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Unreachable> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| Unreachable::Timeout)?
+        .map_err(Unreachable::from)
+}
+
+/// Whether `kubeadm init` has uploaded its configuration: the workload cluster's sign of an initialized
+/// control plane.
+pub(super) async fn initialized(client: &kube::Client) -> Result<bool, Unreachable> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    Ok(bounded(config_maps.get_opt("kubeadm-config"))
+        .await?
+        .is_some())
+}
+
+/// The control-plane static pods, mapped to `machines`.
+pub(super) async fn machine_pods(
+    client: &kube::Client,
+    machines: &[ControlPlaneMachine],
+) -> Result<BTreeMap<String, MachinePods>, Unreachable> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let listed = bounded(pods.list(&ListParams::default().labels("tier=control-plane"))).await?;
+    let refs: Vec<MachineRef<'_>> = machines
+        .iter()
+        .map(|m| MachineRef {
+            machine: &m.name,
+            node: m.node.as_deref(),
+        })
+        .collect();
+    Ok(endpoints::machine_pods(&listed.items, &refs))
+}
+
+/// Removes a `ClusterStatus` left in the `kubeadm-config` ConfigMap by an older kubeadm (KEP-2506: endpoints
+/// come from the pods now, and a stale list only misleads). True when something was removed.
+pub(super) async fn remove_cluster_status(client: &kube::Client) -> Result<bool, Unreachable> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let Some(config) = bounded(config_maps.get_opt("kubeadm-config")).await? else {
+        return Ok(false);
+    };
+    let data = config.data.clone().unwrap_or_default();
+    if endpoints::without_cluster_status(&data).is_none() {
+        return Ok(false);
+    }
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": config.resource_version() },
+        "data": { CLUSTER_STATUS_KEY: null },
+    });
+    let params = PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    bounded(config_maps.patch("kubeadm-config", &params, &Patch::Merge(&patch))).await?;
+    Ok(true)
+}
