@@ -9,3 +9,5 @@ pub mod cluster;
 pub mod controlplane;
 pub mod crd;
 pub mod meta;
+pub mod validation;
+pub mod version;
