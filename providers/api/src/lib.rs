@@ -9,5 +9,6 @@ pub mod cluster;
 pub mod controlplane;
 pub mod crd;
 pub mod meta;
+pub mod offline;
 pub mod validation;
 pub mod version;

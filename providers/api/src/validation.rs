@@ -99,13 +99,19 @@ impl FieldError {
     }
 }
 
+impl FieldError {
+    /// The rule, followed by the rejected value when it is shown: `must start with v (value: "1.30.0")`.
+    pub fn explanation(&self) -> String {
+        match &self.value {
+            Some(value) => format!("{} (value: {value:?})", self.rule),
+            None => self.rule.clone(),
+        }
+    }
+}
+
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.rule)?;
-        if let Some(value) = &self.value {
-            write!(f, " (value: {value:?})")?;
-        }
-        Ok(())
+        write!(f, "{}: {}", self.path, self.explanation())
     }
 }
 
