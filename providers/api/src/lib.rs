@@ -7,5 +7,6 @@
 pub mod bootstrap;
 pub mod cluster;
 pub mod controlplane;
+pub mod conversion;
 pub mod crd;
 pub mod meta;
