@@ -7,6 +7,7 @@
 pub mod bootstrap;
 pub mod cluster;
 pub mod controlplane;
+pub mod conversion;
 pub mod crd;
 pub mod meta;
 pub mod offline;

@@ -1,5 +1,6 @@
 //! `bootstrap.cluster.x-k8s.io`: KubeadmConfig and KubeadmConfigTemplate.
 
+pub mod conversion;
 pub mod defaults;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -1,5 +1,6 @@
 //! `controlplane.cluster.x-k8s.io`: KubeadmControlPlane and KubeadmControlPlaneTemplate.
 
+pub mod conversion;
 pub mod defaults;
 pub mod v1beta1;
 pub mod v1beta2;
