@@ -22,6 +22,7 @@ use crate::bootstrap::validation::{
 use crate::controlplane::defaults::default_kcp;
 use crate::controlplane::v1beta2::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
 use crate::controlplane::validation::{validate_kcp_create, validate_kcp_template_create};
+use crate::conversion::convert_object;
 use crate::crd::{STORAGE_VERSION, provider_crds};
 use crate::validation::FieldError;
 
@@ -71,8 +72,8 @@ pub fn validate_documents(file: &str, yaml: &str, groups: &[&str]) -> Vec<Proble
 
 /// [`validate_documents`], also telling how many documents were checked.
 pub fn check_documents(file: &str, yaml: &str, groups: &[&str]) -> Report {
-    check_documents_with(file, yaml, groups, &|_, _| {
-        Err("v1beta1 conversion unavailable".to_owned())
+    check_documents_with(file, yaml, groups, &|object, desired| {
+        convert_object(object, desired).map_err(|error| error.to_string())
     })
 }
 
@@ -706,7 +707,7 @@ spec:
     }
 
     #[test]
-    fn cluster_template_without_conversion() {
+    fn cluster_template() {
         let problems = validate_documents("cluster.yaml", CLUSTER_TEMPLATE, BOTH);
         assert_eq!(
             lines(&problems),
@@ -718,11 +719,30 @@ spec:
                  specify non-empty secret key",
                 "cluster.yaml:3: KubeadmConfigTemplate/demo-md-0: spec.template.spec.files[1].path: \
                  path property must be unique among all files (value: \"/etc/motd\")",
-                "cluster.yaml:4: KubeadmControlPlane/legacy-control-plane: cannot convert \
-                 controlplane.cluster.x-k8s.io/v1beta1 to controlplane.cluster.x-k8s.io/v1beta2: \
-                 v1beta1 conversion unavailable",
+                "cluster.yaml:4: KubeadmControlPlane/legacy-control-plane: spec.replicas: cannot \
+                 be an even number when etcd is stacked",
             ]
         );
+    }
+
+    #[test]
+    fn conversion_failures_are_problems() {
+        let yaml = CLUSTER_TEMPLATE.replace(
+            "    infrastructureRef:\n      apiVersion: infrastructure.cluster.x-k8s.io/v1beta1",
+            "    nodeDrainTimeout: soon\n    infrastructureRef:\n      apiVersion: infrastructure.cluster.x-k8s.io/v1beta1",
+        );
+        let problems = validate_documents("cluster.yaml", &yaml, &[CONTROLPLANE_GROUP]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].document, 4);
+        assert!(
+            problems[0].rule.starts_with(
+                "cannot convert controlplane.cluster.x-k8s.io/v1beta1 to \
+                 controlplane.cluster.x-k8s.io/v1beta2: "
+            ),
+            "{}",
+            problems[0]
+        );
+        assert!(problems[0].rule.contains("soon"), "{}", problems[0]);
     }
 
     #[test]

@@ -38,9 +38,8 @@ fn checks_both_control_planes_and_ignores_other_kinds() {
     assert_eq!(
         text(&output.stdout),
         format!(
-            "{CLUSTER_TEMPLATE}:4: KubeadmControlPlane/legacy-control-plane: cannot convert \
-             controlplane.cluster.x-k8s.io/v1beta1 to controlplane.cluster.x-k8s.io/v1beta2: \
-             v1beta1 conversion unavailable\n"
+            "{CLUSTER_TEMPLATE}:4: KubeadmControlPlane/legacy-control-plane: spec.replicas: \
+             cannot be an even number when etcd is stacked\n"
         )
     );
     assert_eq!(text(&output.stderr), "2 documents checked, 1 problem\n");
