@@ -7,5 +7,9 @@
 pub mod bootstrap;
 pub mod cluster;
 pub mod controlplane;
+pub mod conversion;
 pub mod crd;
 pub mod meta;
+pub mod offline;
+pub mod validation;
+pub mod version;

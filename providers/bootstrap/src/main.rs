@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use kubeadm_api::offline::BOOTSTRAP_GROUP;
 use kubeadm_bootstrap::controller;
+use kubeadm_runtime::validate::{ValidateArgs, run_validate};
 use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
 
 mod render_command;
@@ -34,6 +36,9 @@ enum Command {
     Crds,
     /// Print the bootstrap data (cloud-config or Ignition) a KubeadmConfig renders to.
     Render(render_command::RenderArgs),
+    /// Check KubeadmConfig and KubeadmConfigTemplate objects in YAML files against the admission
+    /// rules; other kinds are ignored. Prints one line per problem, exits 1 if there is any.
+    Validate(ValidateArgs),
 }
 
 #[derive(clap::Args)]
@@ -96,6 +101,7 @@ async fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Validate(args) => run_validate(&args, &[BOOTSTRAP_GROUP]),
         Command::Render(args) => match render_command::run(&args) {
             Ok(user_data) => match std::io::stdout().write_all(&user_data) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kubeadm_api::offline::CONTROLPLANE_GROUP;
 use kubeadm_controlplane::controller;
+use kubeadm_runtime::validate::{ValidateArgs, run_validate};
 use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
 
 const MANAGER: Manager = Manager {
@@ -28,6 +30,9 @@ enum Command {
     Run(ManagerArgs),
     /// Print the CRDs of KubeadmControlPlane and KubeadmControlPlaneTemplate as YAML.
     Crds,
+    /// Check KubeadmControlPlane and KubeadmControlPlaneTemplate objects in YAML files against the
+    /// admission rules; other kinds are ignored. Prints one line per problem, exits 1 if there is any.
+    Validate(ValidateArgs),
 }
 
 #[tokio::main]
@@ -50,6 +55,7 @@ async fn main() -> ExitCode {
             .await;
             exit_code("controlplane-manager", result)
         }
+        Command::Validate(args) => run_validate(&args, &[CONTROLPLANE_GROUP]),
         Command::Crds => {
             for crd in kubeadm_api::crd::controlplane_crds() {
                 print!("{}", kubeadm_api::crd::to_yaml(&crd));

@@ -1,5 +1,6 @@
 //! What both managers share: command-line options, the API server connection, `/healthz` + `/readyz`,
-//! Prometheus `/metrics`, Lease-based leader election, logging setup and graceful shutdown.
+//! Prometheus `/metrics`, Lease-based leader election, logging setup, graceful shutdown, and the
+//! offline `validate` command.
 
 pub mod health;
 pub mod leader;
@@ -7,5 +8,6 @@ pub mod manager;
 pub mod metrics;
 pub mod shutdown;
 pub mod telemetry;
+pub mod validate;
 
 pub use manager::{Manager, ManagerArgs, Shutdown, exit_code, run_manager};
