@@ -1,9 +1,9 @@
 //! Cluster API control-plane provider for kubeadm.
 //!
 //! The decisions (what the desired machine looks like, which machines are outdated, where to scale, whether it
-//! is safe to act) are pure functions over plain data in [`desired`], [`up_to_date`], [`selection`],
-//! [`preflight`] and [`plan`]; [`controller`] gathers the state from the API server, asks [`plan::next_step`]
-//! and applies the one step it returns.
+//! is safe to act, which etcd membership change comes next) are pure functions over plain data in [`desired`],
+//! [`up_to_date`], [`selection`], [`preflight`], [`plan`] and [`etcd_membership`]; [`controller`] gathers the
+//! state from the API server, asks [`plan::next_step`] and applies the one step it returns.
 
 /// Field manager of every server-side apply this provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
@@ -11,6 +11,7 @@ pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 pub mod controller;
 pub mod desired;
 pub mod endpoints;
+pub mod etcd_membership;
 pub mod generation;
 pub mod kubeconfig;
 pub mod machines;
