@@ -9,3 +9,4 @@ pub mod cluster;
 pub mod controlplane;
 pub mod crd;
 pub mod meta;
+pub mod webhook;
