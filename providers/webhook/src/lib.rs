@@ -33,7 +33,9 @@ use std::path::PathBuf;
 pub use admission::{AdmissionRequest, Denial, FieldError, FieldErrorKind, Warnings};
 pub use kube_core::DynamicObject;
 pub use kube_core::admission::Operation;
-pub use kubeadm_api::webhook::{Admission, CONVERSION_PATH, admission_path};
+pub use kubeadm_api::webhook::{
+    Admission, AdmissionWebhook, CONVERSION_PATH, admission_path, admission_webhooks,
+};
 pub use server::{
     DEFAULT_CERT_RELOAD_INTERVAL, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, Listening, WebhookServer,
     WebhookServerBuilder, bind,

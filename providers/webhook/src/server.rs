@@ -34,7 +34,7 @@ use crate::typed::{self, Change};
 use crate::{Admission, Error};
 
 /// The port controller-runtime webhook servers listen on; the webhook Service targets it.
-pub const DEFAULT_PORT: u16 = 9443;
+pub const DEFAULT_PORT: u16 = kubeadm_api::webhook::WEBHOOK_PORT;
 /// Largest request body answered; the API server's own objects stay far below it.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// How often the certificate files are checked for a new pair.
