@@ -56,7 +56,13 @@ struct Target {
 impl Denial {
     /// The object breaks rules on its fields: HTTP-ish code 422, reason `Invalid`, message
     /// `Kind.group "name" is invalid: <field>: <what is wrong>` (several errors in brackets).
-    pub fn invalid(group: &str, kind: &str, name: &str, errors: Vec<FieldError>) -> Self {
+    pub fn invalid(
+        group: &str,
+        kind: &str,
+        name: &str,
+        errors: impl IntoIterator<Item = FieldError>,
+    ) -> Self {
+        let errors: Vec<FieldError> = errors.into_iter().collect();
         let qualified = if group.is_empty() {
             kind.to_string()
         } else {
@@ -84,7 +90,7 @@ impl Denial {
     }
 
     /// [`Denial::invalid`] for `object`, naming it by its kind, group and name.
-    pub fn invalid_object<K>(object: &K, errors: Vec<FieldError>) -> Self
+    pub fn invalid_object<K>(object: &K, errors: impl IntoIterator<Item = FieldError>) -> Self
     where
         K: Resource<DynamicType = ()>,
     {
@@ -176,52 +182,72 @@ pub struct FieldError {
     /// The field path as Kubernetes writes it, e.g. `spec.kubeadmConfigSpec.files[0].path`.
     pub field: String,
     pub kind: FieldErrorKind,
+    /// The offending value, shown in the message; `None` for secrets, large objects, or kinds
+    /// where a value says nothing (required, forbidden).
+    pub value: Option<Value>,
     /// The rule that is broken, said so that the user knows what to change.
     pub detail: String,
 }
 
 /// What is wrong with a field; each renders as Kubernetes' own field errors do.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldErrorKind {
     /// The value breaks a rule.
-    Invalid(Value),
+    Invalid,
     /// A value is missing.
     Required,
     /// The field may not be set, or not changed.
     Forbidden,
     /// The value is not one of the supported ones.
-    NotSupported(Value),
+    NotSupported,
     /// The value appears twice where it must be unique.
-    Duplicate(Value),
+    Duplicate,
 }
 
 impl FieldErrorKind {
-    fn cause_type(&self) -> &'static str {
+    /// The cause type of a Kubernetes `Invalid` status, e.g. `FieldValueInvalid`.
+    pub fn cause_type(self) -> &'static str {
         match self {
-            FieldErrorKind::Invalid(_) => "FieldValueInvalid",
+            FieldErrorKind::Invalid => "FieldValueInvalid",
             FieldErrorKind::Required => "FieldValueRequired",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
-            FieldErrorKind::NotSupported(_) => "FieldValueNotSupported",
-            FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
+            FieldErrorKind::NotSupported => "FieldValueNotSupported",
+            FieldErrorKind::Duplicate => "FieldValueDuplicate",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            FieldErrorKind::Invalid => "Invalid value",
+            FieldErrorKind::Required => "Required value",
+            FieldErrorKind::Forbidden => "Forbidden",
+            FieldErrorKind::NotSupported => "Unsupported value",
+            FieldErrorKind::Duplicate => "Duplicate value",
         }
     }
 }
 
 impl FieldError {
+    /// `value` breaks the rule `detail`.
     pub fn invalid(
         field: impl Into<String>,
         value: impl Into<Value>,
         detail: impl Into<String>,
     ) -> Self {
-        Self::new(field, FieldErrorKind::Invalid(value.into()), detail)
+        Self::new(field, FieldErrorKind::Invalid, Some(value.into()), detail)
+    }
+
+    /// The value breaks the rule `detail` and is not shown (a secret, or too large).
+    pub fn invalid_hidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(field, FieldErrorKind::Invalid, None, detail)
     }
 
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self::new(field, FieldErrorKind::Required, detail)
+        Self::new(field, FieldErrorKind::Required, None, detail)
     }
 
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self::new(field, FieldErrorKind::Forbidden, detail)
+        Self::new(field, FieldErrorKind::Forbidden, None, detail)
     }
 
     /// `value` is not among `supported`; the message lists them.
@@ -236,32 +262,37 @@ impl FieldError {
             .collect();
         Self::new(
             field,
-            FieldErrorKind::NotSupported(value.into()),
+            FieldErrorKind::NotSupported,
+            Some(value.into()),
             format!("supported values: {}", listed.join(", ")),
         )
     }
 
     pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> Self {
-        Self::new(field, FieldErrorKind::Duplicate(value.into()), "")
+        Self::new(field, FieldErrorKind::Duplicate, Some(value.into()), "")
     }
 
-    fn new(field: impl Into<String>, kind: FieldErrorKind, detail: impl Into<String>) -> Self {
+    pub fn new(
+        field: impl Into<String>,
+        kind: FieldErrorKind,
+        value: Option<Value>,
+        detail: impl Into<String>,
+    ) -> Self {
         Self {
             field: field.into(),
             kind,
+            value,
             detail: detail.into(),
         }
     }
 
-    /// The message without the field path, as a status cause carries it.
-    fn body(&self) -> String {
-        let mut body = match &self.kind {
-            FieldErrorKind::Invalid(value) => format!("Invalid value: {value}"),
-            FieldErrorKind::Required => "Required value".to_string(),
-            FieldErrorKind::Forbidden => "Forbidden".to_string(),
-            FieldErrorKind::NotSupported(value) => format!("Unsupported value: {value}"),
-            FieldErrorKind::Duplicate(value) => format!("Duplicate value: {value}"),
-        };
+    /// The message without the field path, as a status cause carries it: `Invalid value: 2: must
+    /// be odd`.
+    pub fn body(&self) -> String {
+        let mut body = self.kind.text().to_string();
+        if let Some(value) = &self.value {
+            body.push_str(&format!(": {value}"));
+        }
         if !self.detail.is_empty() {
             body.push_str(": ");
             body.push_str(&self.detail);
@@ -510,6 +541,16 @@ mod tests {
             denial.message(),
             r#"Pod "p" is invalid: spec.nodeName: Forbidden: cannot be changed"#
         );
+    }
+
+    #[test]
+    fn a_hidden_value_is_left_out_of_the_message() {
+        let error = FieldError::invalid_hidden("spec.users[0].passwd", "must be a hash");
+        assert_eq!(
+            error.to_string(),
+            "spec.users[0].passwd: Invalid value: must be a hash"
+        );
+        assert_eq!(error.kind.cause_type(), "FieldValueInvalid");
     }
 
     #[test]
