@@ -2,22 +2,38 @@
 //! managers. Each manager registers the rules of its own kinds; the rules live beside the kinds.
 //!
 //! ```no_run
-//! # async fn run(shutdown: impl std::future::Future<Output = ()> + Send) -> Result<(), kubeadm_webhook::Error> {
-//! use kubeadm_webhook::{CONVERSION_PATH, TlsFiles, WebhookServer};
+//! # async fn run(shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), kubeadm_webhook::Error> {
+//! use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+//! use kubeadm_webhook::{Change, CONVERSION_PATH, TlsFiles, WebhookServer};
 //!
 //! let server = WebhookServer::builder()
-//!     .validating("/validate-example-com-v1-thing", |_request| Ok(Vec::new()))
+//!     // At /mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane.
+//!     .defaulter::<KubeadmControlPlane, _>(|kcp| Ok(()))
+//!     // At /validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane.
+//!     .validator::<KubeadmControlPlane, _>(|change| match change {
+//!         Change::Create { new } => Ok(Vec::new()),
+//!         Change::Update { old, new } => Ok(Vec::new()),
+//!         Change::Delete { old } => Ok(Vec::new()),
+//!     })
 //!     .conversion(CONVERSION_PATH, |object, _desired_api_version| Ok(object))
 //!     .build()?;
 //! let listener = kubeadm_webhook::bind(([0, 0, 0, 0], kubeadm_webhook::DEFAULT_PORT).into()).await?;
-//! server
-//!     .serve(listener, TlsFiles::in_dir(kubeadm_webhook::DEFAULT_CERT_DIR), shutdown)
-//!     .await
+//! // Fails here, naming the file, when the certificate cannot be loaded.
+//! let listening = server.listen(listener, TlsFiles::in_dir(kubeadm_webhook::DEFAULT_CERT_DIR))?;
+//! tokio::spawn(listening.serve(shutdown));
+//! # Ok(())
 //! # }
 //! ```
 //!
+//! Raw handlers ([`WebhookServerBuilder::mutating`], [`WebhookServerBuilder::validating`]) take the
+//! [`AdmissionRequest`] as the API server sent it, e.g. for the `scale` subresource, whose object is
+//! an `autoscaling/v1` Scale. A mutating handler returns the object it wants stored; the server
+//! answers with the JSONPatch. [`admission_webhooks`] lists the webhooks the generated
+//! configurations register, so a manager can check that it serves each one of its group.
+//!
 //! The serving certificate is read from files (what cert-manager mounts) and reloaded when they
-//! change, so a renewed certificate is served without a restart.
+//! change, so a renewed certificate is served without a restart. Webhooks are served on every
+//! replica, leader or not.
 
 mod admission;
 mod conversion;
