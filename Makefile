@@ -18,10 +18,10 @@ test: testenv ## Unit and integration tests (real etcd and kube-apiserver)
 testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
 	hack/install-testenv.sh
 
-manifests: ## Regenerate config/crd/bases and e2e/config/crd from the Rust types
+manifests: ## Regenerate config/{crd/bases,webhook,certmanager} and e2e/config/crd from the Rust types
 	$(CARGO) run -q -p kubeadm-api --bin crdgen -- .
 
-check-manifests: ## Fail when generated CRDs are stale
+check-manifests: ## Fail when generated manifests are stale
 	$(CARGO) run -q -p kubeadm-api --bin crdgen -- --check .
 
 build: ## Build both managers and the test environment

@@ -13,6 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 
+use crate::webhook::manifests::{CA_INJECTION_ANNOTATION, CA_INJECTION_FROM};
 use crate::{bootstrap, cluster, controlplane};
 
 /// The version every kind is stored in (the conversion hub).
@@ -151,6 +152,11 @@ fn served_and_converted(
     for (key, value) in CONTRACT_LABELS {
         contract_labels.insert(key.into(), value.into());
     }
+    // cert-manager fills in the CA the API server needs to trust the conversion webhook.
+    crd.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(CA_INJECTION_ANNOTATION.into(), CA_INJECTION_FROM.into());
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
@@ -197,6 +203,10 @@ mod tests {
             assert_eq!(labels["cluster.x-k8s.io/v1beta2"], "v1beta2");
             let conversion = crd.spec.conversion.as_ref().unwrap();
             assert_eq!(conversion.strategy, "Webhook");
+            assert_eq!(
+                crd.metadata.annotations.as_ref().unwrap()["cert-manager.io/inject-ca-from"],
+                "$(CERTIFICATE_NAMESPACE)/$(CERTIFICATE_NAME)"
+            );
         }
     }
 

@@ -13,3 +13,4 @@ pub mod meta;
 pub mod offline;
 pub mod validation;
 pub mod version;
+pub mod webhook;

@@ -1,8 +1,9 @@
-//! `config/` must match the Rust types: a changed type without `make manifests` fails here.
+//! `config/` must match the Rust types: a changed type or webhook without `make manifests` fails here.
 
 use std::path::Path;
 
 use kubeadm_api::crd;
+use kubeadm_api::webhook::manifests;
 
 #[test]
 fn generated_crds_on_disk_match_the_types() {
@@ -18,9 +19,10 @@ fn generated_crds_on_disk_match_the_types() {
             .collect();
         stale.extend(crd::stale_files(&dir, &files));
     }
+    stale.extend(crd::stale_files(&root, &manifests::files()));
     assert!(
         stale.is_empty(),
-        "stale CRDs (run `make manifests`):\n{}",
+        "stale manifests (run `make manifests`):\n{}",
         stale.join("\n")
     );
 }

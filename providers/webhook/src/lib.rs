@@ -1,5 +1,87 @@
 //! HTTPS server for admission (defaulting, validation) and CRD conversion webhooks, shared by both
 //! managers. Each manager registers the rules of its own kinds; the rules live beside the kinds.
 //!
-//! The server itself arrives with the webhook work; until then the CRDs' conversion strategy points at
-//! a service that clusters do not yet run, so only v1beta2 (the storage version) is usable.
+//! ```no_run
+//! # async fn run(shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), kubeadm_webhook::Error> {
+//! use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+//! use kubeadm_webhook::{Change, CONVERSION_PATH, TlsFiles, WebhookServer};
+//!
+//! let server = WebhookServer::builder()
+//!     // At /mutate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane.
+//!     .defaulter::<KubeadmControlPlane, _>(|kcp| Ok(()))
+//!     // At /validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane.
+//!     .validator::<KubeadmControlPlane, _>(|change| match change {
+//!         Change::Create { new } => Ok(Vec::new()),
+//!         Change::Update { old, new } => Ok(Vec::new()),
+//!         Change::Delete { old } => Ok(Vec::new()),
+//!     })
+//!     .conversion(CONVERSION_PATH, |object, _desired_api_version| Ok(object))
+//!     .build()?;
+//! let listener = kubeadm_webhook::bind(([0, 0, 0, 0], kubeadm_webhook::DEFAULT_PORT).into()).await?;
+//! // Fails here, naming the file, when the certificate cannot be loaded.
+//! let listening = server.listen(listener, TlsFiles::in_dir(kubeadm_webhook::DEFAULT_CERT_DIR))?;
+//! tokio::spawn(listening.serve(shutdown));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Raw handlers ([`WebhookServerBuilder::mutating`], [`WebhookServerBuilder::validating`]) take the
+//! [`AdmissionRequest`] as the API server sent it, e.g. for the `scale` subresource, whose object is
+//! an `autoscaling/v1` Scale. A mutating handler returns the object it wants stored; the server
+//! answers with the JSONPatch. [`admission_webhooks`] lists the webhooks the generated
+//! configurations register, so a manager can check that it serves each one of its group.
+//!
+//! The serving certificate is read from files (what cert-manager mounts) and reloaded when they
+//! change, so a renewed certificate is served without a restart. Webhooks are served on every
+//! replica, leader or not.
+
+mod admission;
+mod conversion;
+mod metrics;
+mod review;
+mod server;
+mod serving_cert;
+mod typed;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub use admission::{AdmissionRequest, Denial, FieldError, FieldErrorKind, Warnings};
+pub use kube_core::DynamicObject;
+pub use kube_core::admission::Operation;
+pub use kubeadm_api::webhook::{
+    Admission, AdmissionWebhook, CONVERSION_PATH, admission_path, admission_webhooks,
+};
+pub use server::{
+    DEFAULT_CERT_RELOAD_INTERVAL, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, Listening, WebhookServer,
+    WebhookServerBuilder, bind,
+};
+pub use serving_cert::{DEFAULT_CERT_DIR, TlsFiles};
+pub use typed::Change;
+
+/// Why the webhook server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {}: {source}", path.display())]
+    ReadFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} holds no usable PEM certificate: {reason}", path.display())]
+    InvalidCertificate { path: PathBuf, reason: String },
+    #[error("{} holds no usable PEM private key: {reason}", path.display())]
+    InvalidKey { path: PathBuf, reason: String },
+    #[error("the private key in {} does not belong to the certificate in {}", key.display(), cert.display())]
+    KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("webhook path {0:?} must start with '/' and hold no '{{', '}}', '*' or ':'")]
+    InvalidPath(String),
+    #[error("webhook path {0} is registered twice")]
+    DuplicatePath(String),
+}

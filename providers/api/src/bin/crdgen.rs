@@ -1,5 +1,6 @@
-//! Writes the CRDs generated from the Rust types:
-//! `config/crd/bases/` (what we ship) and `e2e/config/crd/` (the core Cluster API subset tests install).
+//! Writes the manifests generated from the Rust types: `config/crd/bases/` (the CRDs we ship),
+//! `config/webhook/` and `config/certmanager/` (webhook configurations, Service, serving certificate)
+//! and `e2e/config/crd/` (the core Cluster API subset tests install).
 //!
 //! Usage: `crdgen [--check] [REPO_ROOT]` (default: the current folder). `--check` writes nothing and
 //! fails when a file on disk differs, naming the file and the command that fixes it.
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kubeadm_api::crd;
+use kubeadm_api::webhook::manifests;
 
 fn main() -> ExitCode {
     let mut check = false;
@@ -39,13 +41,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let webhook_files = manifests::files();
+    if check {
+        stale.extend(crd::stale_files(&root, &webhook_files));
+    } else if let Err(e) = write_files(&root, &webhook_files) {
+        eprintln!("crdgen: {e}");
+        return ExitCode::FAILURE;
+    }
     if stale.is_empty() {
         ExitCode::SUCCESS
     } else {
         for s in stale {
             eprintln!("crdgen: {s}");
         }
-        eprintln!("crdgen: CRDs are stale; run `make manifests` and commit the result");
+        eprintln!("crdgen: manifests are stale; run `make manifests` and commit the result");
         ExitCode::FAILURE
     }
 }
@@ -63,5 +72,17 @@ fn write_all(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
         dir.join("kustomization.yaml"),
         crd::kustomization(&resources),
     )?;
+    Ok(())
+}
+
+/// Writes `(path below root, content)` pairs, creating folders as needed.
+fn write_files(root: &Path, files: &[(String, String)]) -> std::io::Result<()> {
+    for (path, content) in files {
+        let path = root.join(path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, content)?;
+    }
     Ok(())
 }
