@@ -86,7 +86,7 @@ pub(super) async fn gather(
     let configs_api: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut configs = BTreeMap::new();
     let mut infrastructure = BTreeMap::new();
-    let mut resources = Resources::default();
+    let resources = &ctx.resources;
     for (name, machine) in &owned {
         if let Some(reference) = &machine.spec.bootstrap.config_ref
             && reference.kind == "KubeadmConfig"
@@ -205,28 +205,49 @@ fn view(
     }
 }
 
-/// API resources of infrastructure kinds, found by discovery once per reconcile.
+/// How long a discovered API resource is trusted before discovery runs again (a CRD may change its
+/// served versions).
+const DISCOVERY_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// API resources of infrastructure kinds, found by discovery and kept for [`DISCOVERY_TTL`]. Kinds that
+/// are not served are not remembered, so they are found as soon as their CRD is installed.
 #[derive(Default)]
-struct Resources(HashMap<(String, String), Option<ApiResource>>);
+pub(super) struct Resources(
+    std::sync::Mutex<HashMap<(String, String), (std::time::Instant, ApiResource)>>,
+);
 
 impl Resources {
     async fn get(
-        &mut self,
+        &self,
         ctx: &Context,
         group: &str,
         kind: &str,
     ) -> Result<Option<ApiResource>, Error> {
         let key = (group.to_owned(), kind.to_owned());
-        if let Some(found) = self.0.get(&key) {
-            return Ok(found.clone());
+        if let Some((found_at, resource)) = self.lock().get(&key)
+            && found_at.elapsed() < DISCOVERY_TTL
+        {
+            return Ok(Some(resource.clone()));
         }
         let found = match discovery::group(&ctx.client, group).await {
             Ok(group) => group.recommended_kind(kind).map(|(resource, _)| resource),
             Err(kube::Error::Api(e)) if e.code == 404 => None,
             Err(e) => return Err(e.into()),
         };
-        self.0.insert(key, found.clone());
+        if let Some(resource) = &found {
+            self.lock()
+                .insert(key, (std::time::Instant::now(), resource.clone()));
+        }
         Ok(found)
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(String, String), (std::time::Instant, ApiResource)>>
+    {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -244,7 +265,7 @@ pub(super) async fn create(
     let namespace = kcp.namespace().unwrap_or_default();
     let cluster_name = cluster.name_any();
     let reference = &kcp.spec.machine_template.spec.infrastructure_ref;
-    let mut resources = Resources::default();
+    let resources = &ctx.resources;
     let template_resource = resources
         .get(ctx, &reference.api_group, &reference.kind)
         .await?
@@ -476,9 +497,7 @@ pub(super) async fn clean_leftovers(
     }
     let reference = &kcp.spec.machine_template.spec.infrastructure_ref;
     if let Some(kind) = reference.kind.strip_suffix("Template")
-        && let Some(resource) = Resources::default()
-            .get(ctx, &reference.api_group, kind)
-            .await?
+        && let Some(resource) = ctx.resources.get(ctx, &reference.api_group, kind).await?
     {
         let infra: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &namespace, &resource);

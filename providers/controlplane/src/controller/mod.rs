@@ -60,6 +60,8 @@ pub struct Settings {
     /// Parts of an interrupted machine creation younger than this are left alone: the creation may still
     /// be in flight in a controller that is about to lose its lease.
     pub leftover_grace: Duration,
+    /// Control planes reconciled at the same time (Cluster API's default is 10).
+    pub concurrency: u16,
 }
 
 impl Default for Settings {
@@ -68,6 +70,7 @@ impl Default for Settings {
             namespace: String::new(),
             watch_filter: String::new(),
             leftover_grace: Duration::from_secs(60),
+            concurrency: 10,
         }
     }
 }
@@ -101,6 +104,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Cached workload-cluster clients.
     workload: workload::WorkloadClients,
+    /// Discovered infrastructure kinds.
+    resources: machines::Resources,
     /// Retry delays of control planes whose last reconcile failed; cleared by a success.
     backoff: Mutex<HashMap<ObjectRef<KubeadmControlPlane>, ExponentialBackoff>>,
 }
@@ -135,6 +140,7 @@ where
 /// Runs the controller until `shutdown` fires.
 pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     std::sync::LazyLock::force(&METRICS);
+    let concurrency = settings.concurrency;
     let kcps: Api<KubeadmControlPlane> = scoped_api(&client, &settings.namespace);
     let machines: Api<Machine> = scoped_api(&client, &settings.namespace);
     let clusters: Api<Cluster> = scoped_api(&client, &settings.namespace);
@@ -146,9 +152,11 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         settings,
         recorder,
         workload: Default::default(),
+        resources: Default::default(),
         backoff: Mutex::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .owns(machines, watch.clone())
         // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
         .watches(clusters, watch, |cluster: Cluster| {
