@@ -10,6 +10,7 @@ pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 
 pub mod controller;
 pub mod desired;
+pub mod etcd;
 pub mod generation;
 pub mod kubeconfig;
 pub mod machines;
