@@ -141,7 +141,7 @@ fn issue_admin_certificate(
 
 /// The CA's private key as a signing key. ring reads PKCS#8 only; the PKCS#1 (RSA) and SEC1 (EC) keys that
 /// other tools write are wrapped into PKCS#8 first.
-fn signing_key(pem_text: &str) -> Result<KeyPair, String> {
+pub(crate) fn signing_key(pem_text: &str) -> Result<KeyPair, String> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(pem_text.as_bytes())
         .map_err(|e| format!("tls.key is not PEM: {e}"))?;
     let pkcs8 = match pem.label.as_str() {

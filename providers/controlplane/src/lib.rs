@@ -11,6 +11,7 @@ pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 pub mod controller;
 pub mod desired;
 pub mod endpoints;
+pub mod etcd;
 pub mod etcd_membership;
 pub mod generation;
 pub mod kubeconfig;

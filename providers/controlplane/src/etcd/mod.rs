@@ -1,0 +1,92 @@
+//! Access to a workload cluster's etcd: what the membership looks like and the few changes the controller
+//! makes to it (add, promote and remove learners, remove members, move leadership) plus maintenance
+//! (defragment, compact, snapshot).
+//!
+//! The decisions live in the membership planner; this module only reads and writes. Every call has a
+//! timeout and names the endpoint and the operation when it fails. The client certificate comes from
+//! [`tls`], signed by the cluster's etcd CA.
+
+pub mod client;
+pub mod tls;
+
+use std::collections::BTreeMap;
+
+pub use client::{EtcdClientConfig, EtcdClients, EtcdError, WorkloadEtcd};
+pub use tls::{EtcdClientCert, EtcdTlsError, issue_client_cert};
+
+/// One entry of etcd's member list. A member that was added but never started has an empty `name` and no
+/// `client_urls`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Member {
+    pub id: u64,
+    pub name: String,
+    pub peer_urls: Vec<String>,
+    pub client_urls: Vec<String>,
+    pub is_learner: bool,
+}
+
+impl Member {
+    /// Added to the member list but its process never joined.
+    pub fn is_unstarted(&self) -> bool {
+        self.name.is_empty() && self.client_urls.is_empty()
+    }
+}
+
+/// What one member says about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The answering member's ID.
+    pub id: u64,
+    /// The leader this member follows; 0 while there is none.
+    pub leader: u64,
+    pub raft_index: u64,
+    pub raft_term: u64,
+    pub raft_applied_index: u64,
+    /// Current key-value store revision of this member (for compaction).
+    pub revision: i64,
+    /// Size of the backend database file, in bytes.
+    pub db_size: i64,
+    /// Bytes of the database file in use; the rest is reclaimed by defragmentation.
+    pub db_size_in_use: i64,
+    pub is_learner: bool,
+    /// Errors the member reports about itself (e.g. a raised alarm).
+    pub errors: Vec<String>,
+    /// etcd server version, e.g. `3.4.23`.
+    pub version: String,
+}
+
+/// An alarm raised on a member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AlarmKind {
+    /// The database reached its space quota; etcd accepts only reads and deletes until it is
+    /// compacted, defragmented and the alarm disarmed.
+    NoSpace,
+    /// Data corruption was detected.
+    Corrupt,
+}
+
+/// The whole membership with each member's own view, gathered in one pass so that decisions are never taken
+/// on a partial list.
+#[derive(Debug)]
+pub struct Observation {
+    pub members: Vec<Member>,
+    /// Status of every member that has a client URL, asked at that URL. Unstarted members have no entry.
+    pub states: BTreeMap<u64, Result<Status, EtcdError>>,
+    /// Alarms raised in the cluster: (member ID, kind).
+    pub alarms: Vec<(u64, AlarmKind)>,
+    /// The leader most reachable members agree on.
+    pub leader: Option<u64>,
+}
+
+impl Observation {
+    /// The member with `id`, if listed.
+    pub fn member(&self, id: u64) -> Option<&Member> {
+        self.members.iter().find(|m| m.id == id)
+    }
+
+    /// Client URL of the current leader, where leader-only calls (move leader) must go.
+    pub fn leader_endpoint(&self) -> Option<&str> {
+        let leader = self.member(self.leader?)?;
+        leader.client_urls.first().map(String::as_str)
+    }
+}

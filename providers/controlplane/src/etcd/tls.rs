@@ -1,0 +1,246 @@
+//! The controller's etcd client certificate: short-lived, signed by the cluster's etcd CA (the
+//! `<cluster>-etcd` Secret), reissued before it expires. It never leaves memory.
+
+use kubeadm_bootstrap::render::CertPem;
+use rcgen::{
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+};
+use time::{Duration, OffsetDateTime};
+
+use crate::kubeconfig::signing_key;
+
+/// Subject common name of the certificate; etcd logs it for every client connection.
+pub const CLIENT_COMMON_NAME: &str = "kubeadm-controlplane";
+/// Lifetime of a client certificate: short, since it is reissued freely and lives only in memory.
+pub const CLIENT_CERT_VALIDITY: Duration = Duration::days(1);
+/// A certificate with less than this left is replaced.
+pub const RENEW_BEFORE: Duration = Duration::hours(1);
+/// Backdating, so members with a lagging clock accept the certificate.
+const CLOCK_SKEW: Duration = Duration::minutes(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdTlsError {
+    #[error("the etcd CA in secret {secret} cannot sign client certificates: {reason}")]
+    Ca { secret: String, reason: String },
+    #[error("cannot issue the etcd client certificate for cluster {cluster}: {reason}")]
+    Issue { cluster: String, reason: String },
+}
+
+impl EtcdTlsError {
+    /// Short, bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            EtcdTlsError::Ca { .. } => "etcd_ca_invalid",
+            EtcdTlsError::Issue { .. } => "etcd_client_cert_issue",
+        }
+    }
+}
+
+/// A client certificate and its key, with the CA that etcd's serving certificates chain to.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdClientCert {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub not_after: OffsetDateTime,
+}
+
+// The private key must not reach logs through `{:?}`.
+impl std::fmt::Debug for EtcdClientCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdClientCert")
+            .field("fingerprint", &self.fingerprint())
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdClientCert {
+    /// Whether the certificate must be replaced at `now`.
+    pub fn needs_renewal(&self, now: OffsetDateTime) -> bool {
+        self.not_after - now < RENEW_BEFORE
+    }
+
+    /// SHA-256 (hex) over the CA and the certificate: clients built from other material are not reused.
+    pub fn fingerprint(&self) -> String {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(self.ca_pem.as_bytes());
+        ctx.update(self.cert_pem.as_bytes());
+        ctx.finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// Issues a client certificate (ECDSA P-256, clientAuth) for the controller, signed by `etcd_ca`, the CA of
+/// `cluster`'s etcd. CA keys in PKCS#8, PKCS#1 (RSA) or SEC1 (EC) form are accepted.
+pub fn issue_client_cert(
+    cluster: &str,
+    etcd_ca: &CertPem,
+    now: OffsetDateTime,
+) -> Result<EtcdClientCert, EtcdTlsError> {
+    let ca_error = |reason: String| EtcdTlsError::Ca {
+        secret: format!("{cluster}-etcd"),
+        reason,
+    };
+    let issue_error = |e: rcgen::Error| EtcdTlsError::Issue {
+        cluster: cluster.to_owned(),
+        reason: e.to_string(),
+    };
+    let ca_key = signing_key(&etcd_ca.key).map_err(ca_error)?;
+    let issuer = Issuer::from_ca_cert_pem(&etcd_ca.cert, ca_key)
+        .map_err(|e| ca_error(format!("tls.crt: {e}")))?;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_error)?;
+    let mut params = CertificateParams::default();
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, CLIENT_COMMON_NAME);
+    params.distinguished_name = name;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let not_after = now + CLIENT_CERT_VALIDITY;
+    params.not_before = now - CLOCK_SKEW;
+    params.not_after = not_after;
+    let cert = params.signed_by(&key, &issuer).map_err(issue_error)?;
+    Ok(EtcdClientCert {
+        ca_pem: etcd_ca.cert.clone(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        // X.509 keeps whole seconds; report what the certificate says.
+        not_after: not_after.replace_nanosecond(0).unwrap_or(not_after),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openssl(args: &[&str], stdin: &[u8]) -> String {
+        use std::io::Write;
+        let mut child = std::process::Command::new("openssl")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("openssl runs");
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "openssl {args:?} failed");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn etcd_ca() -> CertPem {
+        kubeadm_bootstrap::certificates::generate_kind(
+            kubeadm_bootstrap::certificates::CertKind::Etcd,
+            3650,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn client_cert_is_a_p256_client_cert_signed_by_the_etcd_ca() {
+        let ca = etcd_ca();
+        let now = OffsetDateTime::now_utc();
+        let cert = issue_client_cert("prod", &ca, now).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_path = dir.path().join("ca.crt");
+        std::fs::write(&ca_path, &ca.cert).unwrap();
+        let verified = openssl(
+            &[
+                "verify",
+                "-CAfile",
+                ca_path.to_str().unwrap(),
+                "-purpose",
+                "sslclient",
+            ],
+            cert.cert_pem.as_bytes(),
+        );
+        assert!(verified.contains("OK"), "{verified}");
+        let text = openssl(
+            &["x509", "-noout", "-text", "-nameopt", "compat"],
+            cert.cert_pem.as_bytes(),
+        );
+        assert!(text.contains("CN=kubeadm-controlplane"), "{text}");
+        assert!(text.contains("prime256v1"), "{text}");
+        assert!(text.contains("TLS Web Client Authentication"), "{text}");
+        assert!(!text.contains("TLS Web Server Authentication"), "{text}");
+        assert!(cert.key_pem.contains("PRIVATE KEY"));
+        assert_eq!(cert.ca_pem, ca.cert);
+        assert!((cert.not_after - (now + CLIENT_CERT_VALIDITY)).abs() < Duration::seconds(1));
+    }
+
+    #[test]
+    fn renewal_starts_an_hour_before_expiry() {
+        let now = OffsetDateTime::now_utc();
+        let cert = issue_client_cert("prod", &etcd_ca(), now).unwrap();
+        assert!(!cert.needs_renewal(now));
+        assert!(!cert.needs_renewal(now + Duration::hours(22)));
+        assert!(cert.needs_renewal(now + Duration::hours(23) + Duration::seconds(1)));
+    }
+
+    #[test]
+    fn fingerprints_differ_per_certificate_and_debug_hides_the_key() {
+        let ca = etcd_ca();
+        let now = OffsetDateTime::now_utc();
+        let a = issue_client_cert("prod", &ca, now).unwrap();
+        let b = issue_client_cert("prod", &ca, now).unwrap();
+        assert_eq!(a.fingerprint(), a.clone().fingerprint());
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        let debug = format!("{a:?}");
+        assert!(!debug.contains("PRIVATE KEY"), "{debug}");
+        assert!(debug.contains(&a.fingerprint()), "{debug}");
+    }
+
+    #[test]
+    fn sec1_and_pkcs1_etcd_cas_can_sign() {
+        for (genkey, convert) in [
+            (vec!["genrsa", "2048"], vec!["rsa", "-traditional"]),
+            (
+                vec!["ecparam", "-name", "prime256v1", "-genkey", "-noout"],
+                vec!["ec"],
+            ),
+        ] {
+            let key = openssl(&genkey, b"");
+            let key = openssl(&convert, key.as_bytes());
+            let dir = tempfile::tempdir().unwrap();
+            let key_path = dir.path().join("ca.key");
+            std::fs::write(&key_path, &key).unwrap();
+            let cert = openssl(
+                &[
+                    "req",
+                    "-x509",
+                    "-new",
+                    "-key",
+                    key_path.to_str().unwrap(),
+                    "-subj",
+                    "/CN=etcd-ca",
+                    "-days",
+                    "10",
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+                ],
+                b"",
+            );
+            let ca = CertPem { cert, key };
+            issue_client_cert("prod", &ca, OffsetDateTime::now_utc()).unwrap();
+        }
+    }
+
+    #[test]
+    fn an_unusable_ca_names_the_etcd_secret() {
+        let ca = CertPem {
+            cert: "x".into(),
+            key: "not a key".into(),
+        };
+        let err = issue_client_cert("prod", &ca, OffsetDateTime::now_utc()).unwrap_err();
+        assert!(err.to_string().contains("prod-etcd"), "{err}");
+        assert_eq!(err.metric_label(), "etcd_ca_invalid");
+    }
+}

@@ -1,0 +1,485 @@
+//! The etcd access layer against real etcd 3.4 clusters (three TLS members on 127.0.0.1), with a client
+//! certificate issued by `etcd::tls` from the cluster's etcd CA.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubeadm_bootstrap::render::CertPem;
+use kubeadm_controlplane::etcd::{
+    EtcdClientConfig, EtcdClients, EtcdError, WorkloadEtcd, issue_client_cert,
+};
+use testenv::{EtcdCluster, EtcdOptions};
+use time::OffsetDateTime;
+
+struct Fixture {
+    cluster: EtcdCluster,
+    clients: EtcdClients,
+    etcd: WorkloadEtcd,
+    _dir: tempfile::TempDir,
+}
+
+fn config() -> EtcdClientConfig {
+    EtcdClientConfig {
+        call_timeout: Duration::from_secs(5),
+        dial_timeout: Duration::from_secs(2),
+        ..EtcdClientConfig::default()
+    }
+}
+
+async fn three_members() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(
+        dir.path(),
+        EtcdOptions {
+            members: 3,
+            ..EtcdOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let clients = EtcdClients::new(config());
+    let etcd = clients.workload(Arc::new(client_cert(&cluster)));
+    Fixture {
+        cluster,
+        clients,
+        etcd,
+        _dir: dir,
+    }
+}
+
+fn client_cert(cluster: &EtcdCluster) -> kubeadm_controlplane::etcd::EtcdClientCert {
+    let tls = cluster.tls().expect("the cluster serves TLS");
+    let ca = CertPem {
+        cert: tls.ca_pem.clone(),
+        key: tls.ca_key_pem().to_owned(),
+    };
+    issue_client_cert("test", &ca, OffsetDateTime::now_utc()).unwrap()
+}
+
+fn urls(cluster: &EtcdCluster) -> Vec<String> {
+    cluster.client_urls()
+}
+
+/// Quorum check: a linearizable write and read through the harness's own client.
+async fn put_and_get(cluster: &EtcdCluster, key: &str) {
+    let mut client = cluster.client().await.unwrap();
+    client.put(key, "v", None).await.unwrap();
+    let got = client.get(key, None).await.unwrap();
+    assert_eq!(got.kvs().len(), 1, "{key} was written");
+}
+
+#[tokio::test]
+async fn voters_are_listed_with_status_and_no_alarms() {
+    let f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    let members = f.etcd.member_list(&endpoints[0]).await.unwrap();
+    assert_eq!(members.len(), 3);
+    for m in f.cluster.members() {
+        let listed = members.iter().find(|l| l.name == m.name).unwrap();
+        assert_eq!(listed.client_urls, vec![m.client_url.clone()]);
+        assert_eq!(listed.peer_urls, vec![m.peer_url.clone()]);
+        assert!(!listed.is_learner && !listed.is_unstarted());
+    }
+    let mut leaders = Vec::new();
+    for (url, m) in endpoints.iter().zip(f.cluster.members()) {
+        let status = f.etcd.status(url).await.unwrap();
+        let listed = members.iter().find(|l| l.name == m.name).unwrap();
+        assert_eq!(status.id, listed.id, "status at {url} names its own member");
+        assert!(!status.is_learner);
+        assert!(status.raft_term > 0 && status.raft_index > 0);
+        assert!(
+            status.raft_applied_index > 0,
+            "3.4 reports the applied index"
+        );
+        assert!(status.revision >= 1);
+        assert!(status.db_size > 0 && status.db_size_in_use > 0);
+        assert!(status.version.starts_with("3."), "{}", status.version);
+        assert!(status.errors.is_empty(), "{:?}", status.errors);
+        leaders.push(status.leader);
+    }
+    leaders.dedup();
+    assert_eq!(leaders.len(), 1, "every member follows the same leader");
+    assert!(f.etcd.alarms(&endpoints[1]).await.unwrap().is_empty());
+
+    let observed = f.etcd.observe(&endpoints).await.unwrap();
+    assert_eq!(observed.members.len(), 3);
+    assert_eq!(observed.states.len(), 3);
+    assert!(observed.states.values().all(Result::is_ok));
+    assert_eq!(observed.leader, Some(leaders[0]));
+    assert!(observed.alarms.is_empty());
+    let leader_url = observed.leader_endpoint().unwrap();
+    assert!(endpoints.iter().any(|u| u == leader_url));
+
+    // Connections are reused across calls; a new certificate gets its own, and idle ones are closed.
+    assert_eq!(f.clients.cached(), 3);
+    let rotated = f.clients.workload(Arc::new(client_cert(&f.cluster)));
+    let again = rotated.observe(&endpoints).await.unwrap();
+    assert_eq!(again.members, observed.members);
+    rotated.observe(&endpoints).await.unwrap();
+    assert_eq!(f.clients.cached(), 6);
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed() {
+    let f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    let clients = EtcdClients::new(EtcdClientConfig {
+        idle_client_ttl: Duration::from_millis(500),
+        ..config()
+    });
+    let etcd = clients.workload(Arc::new(client_cert(&f.cluster)));
+    etcd.observe(&endpoints).await.unwrap();
+    assert_eq!(clients.cached(), 3);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    etcd.status(&endpoints[0]).await.unwrap();
+    assert_eq!(clients.cached(), 1);
+}
+
+#[tokio::test]
+async fn an_unstarted_learner_is_listed_without_status_and_removed() {
+    let f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    let peer_url = format!("https://127.0.0.1:{}", testenv::ports::free_port().unwrap());
+    let started = Instant::now();
+    let added = f.etcd.add_learner(&endpoints[0], &peer_url).await.unwrap();
+    // A fresh cluster refuses membership changes ("unhealthy cluster") for its first seconds; retried.
+    println!(
+        "measured: adding a learner to a fresh cluster took {:?}",
+        started.elapsed()
+    );
+    assert!(added.is_learner);
+    assert_eq!(added.peer_urls, vec![peer_url.clone()]);
+
+    let observed = f.etcd.observe(&endpoints).await.unwrap();
+    let learner = observed.member(added.id).expect("the learner is listed");
+    assert!(learner.is_learner && learner.is_unstarted(), "{learner:?}");
+    assert!(learner.name.is_empty() && learner.client_urls.is_empty());
+    assert!(
+        !observed.states.contains_key(&added.id),
+        "no client URL, so no status"
+    );
+    assert_eq!(observed.states.len(), 3);
+
+    // etcd allows one learner at a time.
+    let other_peer = format!("https://127.0.0.1:{}", testenv::ports::free_port().unwrap());
+    let err = f
+        .etcd
+        .add_learner(&endpoints[1], &other_peer)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("too many learner"), "{err}");
+
+    // A learner that never started is never in sync: promotion gives up after its bound.
+    let impatient = EtcdClients::new(EtcdClientConfig {
+        promote_retry_for: Duration::from_secs(2),
+        ..config()
+    })
+    .workload(Arc::new(client_cert(&f.cluster)));
+    let started = Instant::now();
+    let err = impatient
+        .promote(&endpoints[0], added.id)
+        .await
+        .unwrap_err();
+    let gave_up = started.elapsed();
+    assert!(matches!(err, EtcdError::GaveUp { .. }), "{err:?}");
+    assert!(err.to_string().contains("in sync with leader"), "{err}");
+    assert!(err.to_string().contains(&endpoints[0]), "{err}");
+    assert!(
+        gave_up >= Duration::from_secs(2) && gave_up < Duration::from_secs(4),
+        "{gave_up:?}"
+    );
+
+    let started = Instant::now();
+    f.etcd.remove(&endpoints[1], added.id).await.unwrap();
+    let removal = started.elapsed();
+    println!("measured: removing an unstarted learner took {removal:?}");
+    let members = f.etcd.member_list(&endpoints[2]).await.unwrap();
+    assert_eq!(members.len(), 3);
+    assert!(members.iter().all(|m| m.id != added.id));
+    // Removing it again succeeds: an earlier answer may have been lost.
+    f.etcd.remove(&endpoints[2], added.id).await.unwrap();
+    put_and_get(&f.cluster, "after-learner-removal").await;
+}
+
+/// Promotes the first learner that appears in the member list as soon as etcd allows (retrying while it
+/// catches up), then optionally removes `then_remove` at once. Returns the learner's ID and how long the
+/// promotion and the removal took.
+fn promote_when_listed(
+    etcd: WorkloadEtcd,
+    voter: String,
+    then_remove: Option<u64>,
+) -> tokio::task::JoinHandle<(u64, Duration, Option<Duration>)> {
+    tokio::spawn(async move {
+        let learner = loop {
+            let members = etcd.member_list(&voter).await.unwrap();
+            if let Some(learner) = members.into_iter().find(|m| m.is_learner) {
+                break learner;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let started = Instant::now();
+        etcd.promote(&voter, learner.id).await.unwrap();
+        let promoted = started.elapsed();
+        let mut removed = None;
+        if let Some(id) = then_remove {
+            let started = Instant::now();
+            etcd.remove(&voter, id).await.unwrap();
+            removed = Some(started.elapsed());
+        }
+        (learner.id, promoted, removed)
+    })
+}
+
+#[tokio::test]
+async fn a_joining_learner_is_promoted_as_soon_as_it_is_in_sync() {
+    let mut f = three_members().await;
+    let voters = urls(&f.cluster);
+    let promoter = promote_when_listed(f.etcd.clone(), voters[0].clone(), None);
+    let learner_id = f.cluster.add_learner("learner").await.unwrap();
+    let (promoted_id, promoted_after, _) = promoter.await.unwrap();
+    assert_eq!(promoted_id, learner_id);
+    println!("measured: 3 voters + learner: learner listed → promoted in {promoted_after:?}");
+
+    let learner_url = client_url_of(&f.cluster, learner_id);
+    let status = f.etcd.status(&learner_url).await.unwrap();
+    assert!(!status.is_learner);
+    assert_eq!(status.id, learner_id);
+    let members = f.etcd.member_list(&learner_url).await.unwrap();
+    assert_eq!(members.len(), 4);
+    assert!(members.iter().all(|m| !m.is_learner && !m.is_unstarted()));
+    // Promoting again is a no-op: it is a voter already.
+    f.etcd.promote(&voters[1], learner_id).await.unwrap();
+    put_and_get(&f.cluster, "after-promotion").await;
+}
+
+/// The one-member rollout: join a learner, promote it, remove the old member at once. etcd refuses the
+/// removal ("unhealthy cluster") until the new voter has been connected for a few seconds; remove retries.
+#[tokio::test]
+async fn the_old_member_is_removed_right_after_promoting_its_replacement() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = EtcdCluster::start(dir.path(), EtcdOptions::default())
+        .await
+        .unwrap();
+    let etcd = EtcdClients::new(config()).workload(Arc::new(client_cert(&cluster)));
+    let old_url = cluster.members()[0].client_url.clone();
+    let old_id = etcd.status(&old_url).await.unwrap().id;
+
+    let promoter = promote_when_listed(etcd.clone(), old_url.clone(), Some(old_id));
+    let new_id = cluster.add_learner("replacement").await.unwrap();
+    let (promoted_id, promoted_after, removed_after) = promoter.await.unwrap();
+    assert_eq!(promoted_id, new_id);
+    let removed_after = removed_after.unwrap();
+    println!(
+        "measured: 1 voter + learner: learner listed → promoted in {promoted_after:?}; old member removed \
+         {removed_after:?} after the promotion"
+    );
+
+    let new_url = client_url_of(&cluster, new_id);
+    let members = etcd.member_list(&new_url).await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].id, new_id);
+    assert!(!members[0].is_learner);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while etcd.status(&new_url).await.unwrap().leader != new_id {
+        assert!(
+            Instant::now() < deadline,
+            "the new member did not take the lead"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut client = cluster
+        .connect(std::slice::from_ref(&new_url))
+        .await
+        .unwrap();
+    client.put("after-rollout", "v", None).await.unwrap();
+    cluster.stop();
+}
+
+fn client_url_of(cluster: &EtcdCluster, id: u64) -> String {
+    cluster
+        .members()
+        .iter()
+        .find(|m| m.learner_id == Some(id))
+        .expect("a member this harness added as a learner")
+        .client_url
+        .clone()
+}
+
+#[tokio::test]
+async fn a_started_learner_answers_status_but_not_the_member_list() {
+    let mut f = three_members().await;
+    let voters = urls(&f.cluster);
+    let learner_id = f.cluster.add_learner("learner").await.unwrap();
+    let learner_url = client_url_of(&f.cluster, learner_id);
+
+    let status = f.etcd.status(&learner_url).await.unwrap();
+    assert!(status.is_learner);
+    assert_eq!(status.id, learner_id);
+    assert_ne!(status.leader, 0, "a learner knows the leader");
+    for refused in [
+        f.etcd.member_list(&learner_url).await.unwrap_err(),
+        f.etcd.alarms(&learner_url).await.unwrap_err(),
+    ] {
+        println!("at a learner: {refused}");
+        assert!(
+            matches!(refused, EtcdError::LearnerRefused { .. }),
+            "{refused:?}"
+        );
+    }
+
+    // With the learner first, observe skips it and reads the list from a voter.
+    let mut endpoints = vec![learner_url.clone()];
+    endpoints.extend(voters.iter().cloned());
+    let observed = f.etcd.observe(&endpoints).await.unwrap();
+    assert_eq!(observed.members.len(), 4);
+    assert!(observed.member(learner_id).unwrap().is_learner);
+    assert!(observed.states[&learner_id].as_ref().unwrap().is_learner);
+    assert_eq!(observed.states.len(), 4);
+}
+
+#[tokio::test]
+async fn leadership_moves_to_the_chosen_member() {
+    let f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    let observed = f.etcd.observe(&endpoints).await.unwrap();
+    let leader = observed.leader.unwrap();
+    let leader_url = observed.leader_endpoint().unwrap().to_owned();
+    let target = observed.members.iter().find(|m| m.id != leader).unwrap();
+    let follower_url = target.client_urls[0].clone();
+
+    let err = f
+        .etcd
+        .move_leader(&follower_url, target.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EtcdError::NotLeader { .. }), "{err:?}");
+    assert!(err.to_string().contains(&follower_url), "{err}");
+
+    f.etcd.move_leader(&leader_url, target.id).await.unwrap();
+    // MoveLeader returns once the target has taken over; every member follows it shortly after.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let observed = f.etcd.observe(&endpoints).await.unwrap();
+        let agreed = observed
+            .states
+            .values()
+            .all(|s| s.as_ref().is_ok_and(|s| s.leader == target.id));
+        if agreed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "leadership did not move: {observed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = f.etcd.status(&follower_url).await.unwrap();
+    assert_eq!(status.leader, status.id);
+}
+
+#[tokio::test]
+async fn compaction_and_defragmentation_on_every_member() {
+    let f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    let mut client = f.cluster.client().await.unwrap();
+    for i in 0..200 {
+        client
+            .put("churn", format!("value-{i}-{}", "x".repeat(1024)), None)
+            .await
+            .unwrap();
+    }
+    let before = f.etcd.status(&endpoints[0]).await.unwrap();
+    f.etcd
+        .compact(&endpoints[0], before.revision)
+        .await
+        .unwrap();
+    // Compacting to the same revision again is refused by etcd; the error names endpoint and operation.
+    let again = f
+        .etcd
+        .compact(&endpoints[1], before.revision)
+        .await
+        .unwrap_err();
+    assert!(
+        again.to_string().contains(&endpoints[1]) && again.to_string().contains("compact"),
+        "{again}"
+    );
+    for url in &endpoints {
+        f.etcd.defragment(url).await.unwrap();
+        let after = f.etcd.status(url).await.unwrap();
+        assert!(after.db_size_in_use <= after.db_size, "{after:?}");
+    }
+    let after = f.etcd.status(&endpoints[0]).await.unwrap();
+    assert!(
+        after.db_size < before.db_size,
+        "defragmentation shrank the file: {} → {}",
+        before.db_size,
+        after.db_size
+    );
+    put_and_get(&f.cluster, "after-defrag").await;
+}
+
+#[tokio::test]
+async fn a_snapshot_is_accepted_by_etcdctl() {
+    let f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    put_and_get(&f.cluster, "in-the-snapshot").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("etcd.snapshot");
+    let mut file = tokio::fs::File::create(&path).await.unwrap();
+    let written = f.etcd.snapshot(&endpoints[1], &mut file).await.unwrap();
+    file.sync_all().await.unwrap();
+    drop(file);
+    assert_eq!(written, std::fs::metadata(&path).unwrap().len());
+    let out = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["snapshot", "status", "-w", "json"])
+        .arg(&path)
+        .output()
+        .expect("etcdctl runs (Debian package etcd-client)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "etcdctl snapshot status: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(status["revision"].as_i64().unwrap() >= 2, "{status}");
+    assert!(status["totalKey"].as_i64().unwrap() >= 1, "{status}");
+}
+
+#[tokio::test]
+async fn a_stopped_member_is_unreachable_within_the_timeout() {
+    let mut f = three_members().await;
+    let endpoints = urls(&f.cluster);
+    // Connect while it is up, so the cached connection has to notice the member going away.
+    f.etcd.status(&endpoints[0]).await.unwrap();
+    let name = f.cluster.members()[0].name.clone();
+    f.cluster.member_mut(&name).unwrap().stop();
+
+    let timeout = config().call_timeout;
+    for _ in 0..2 {
+        let started = Instant::now();
+        let err = f.etcd.status(&endpoints[0]).await.unwrap_err();
+        let took = started.elapsed();
+        println!("status of a stopped member: {err} after {took:?}");
+        assert!(matches!(err, EtcdError::Unreachable { .. }), "{err:?}");
+        assert_eq!(err.endpoint(), Some(endpoints[0].as_str()));
+        assert!(err.to_string().contains(&endpoints[0]), "{err}");
+        assert!(took < timeout + Duration::from_secs(1), "took {took:?}");
+    }
+
+    // The stopped member's endpoint first: observe falls back to the next and reports it unreachable.
+    let observed = f.etcd.observe(&endpoints).await.unwrap();
+    assert_eq!(observed.members.len(), 3);
+    let stopped = observed.members.iter().find(|m| m.name == name).unwrap();
+    let state = observed.states[&stopped.id].as_ref().unwrap_err();
+    assert!(state.is_unreachable(), "{state:?}");
+    assert_eq!(observed.states.values().filter(|s| s.is_ok()).count(), 2);
+    assert!(observed.leader.is_some());
+
+    // Nothing answers at all: the error lists every endpoint tried.
+    let nowhere = vec![endpoints[0].clone()];
+    let err = f.etcd.observe(&nowhere).await.unwrap_err();
+    assert!(matches!(err, EtcdError::NoMemberList { .. }), "{err:?}");
+    assert!(err.to_string().contains(&endpoints[0]), "{err}");
+}
