@@ -1,23 +1,46 @@
 //! A stand-in for core Cluster API's Machine controller and for the nodes, for tests of the providers:
-//! every Machine gets a Node (`status.nodeRef`), Ready/Available conditions and, in `kube-system`, running
-//! mirror pods of the four control-plane static pods with the annotations kubeadm and our patches put on
-//! them; the first Node makes the cluster initialized the way `kubeadm init` shows it (the
-//! `kube-system/kubeadm-config` ConfigMap). The workload cluster is the same apiserver. It records how many
-//! Machines have a Node after each pass and which Machines disappeared, so tests can check that a rollout
-//! never went below a count.
+//! every Machine gets a finalizer, a Node (`status.nodeRef`), Ready/Available conditions and, in
+//! `kube-system`, running mirror pods of the four control-plane static pods with the annotations kubeadm
+//! and our patches put on them; the first Node makes the cluster initialized the way `kubeadm init` shows
+//! it (the `kube-system/kubeadm-config` ConfigMap). The workload cluster is the same apiserver.
 //!
-//! It works on untyped objects, so it needs only the Machine CRD of `e2e/config/crd`.
+//! A deleted Machine goes only once no pre-terminate hook annotation is left, as core Cluster API does.
+//! With [`EtcdSim`], each control-plane node also runs a real etcd member: the first starts the cluster, the
+//! next ones join as learners through the etcd API (and stay learners: promoting them is the control
+//! plane's job), and the etcd pod announces the member's client URL. A deleted machine's etcd process stops.
+//!
+//! It records how many Machines have a Node after each pass and which Machines disappeared, so tests can
+//! check that a rollout never went below a count. It works on untyped objects, so it needs only the Machine
+//! CRD of `e2e/config/crd`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use serde_json::json;
+
+use crate::etcd::{EtcdCluster, EtcdOptions};
+
+/// The finalizer core Cluster API puts on Machines.
+const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
+/// Prefix of pre-terminate hook annotations, which hold a deleted Machine.
+const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
+
+/// Real etcd members for control-plane nodes.
+#[derive(Clone, Debug)]
+pub struct EtcdSim {
+    /// Where the members keep their data.
+    pub dir: PathBuf,
+    /// The cluster's etcd CA (certificate, PKCS#8 key): hand the same to the provider as `<cluster>-etcd`.
+    pub ca: (String, String),
+}
 
 /// What the double saw.
 #[derive(Debug, Default)]
@@ -28,29 +51,65 @@ pub struct Observations {
     pub deleted: Vec<String>,
 }
 
-/// The running double; stops when dropped.
+/// The running double; stops (with its etcd members) when dropped.
 pub struct CoreDouble {
     observations: Arc<Mutex<Observations>>,
+    etcd: Arc<tokio::sync::Mutex<Option<EtcdCluster>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for CoreDouble {
     fn drop(&mut self) {
         self.task.abort();
+        if let Ok(mut etcd) = self.etcd.try_lock()
+            && let Some(cluster) = etcd.as_mut()
+        {
+            cluster.stop();
+        }
     }
+}
+
+struct Double {
+    client: kube::Client,
+    machines: Api<DynamicObject>,
+    period: Duration,
+    observations: Arc<Mutex<Observations>>,
+    etcd_sim: Option<EtcdSim>,
+    etcd: Arc<tokio::sync::Mutex<Option<EtcdCluster>>>,
+    /// Client URL of each node's etcd member.
+    etcd_urls: BTreeMap<String, String>,
 }
 
 impl CoreDouble {
     /// Starts the double for the Machines of `namespace`, passing over them every `period`.
     pub fn start(client: kube::Client, namespace: &str, period: Duration) -> Self {
+        Self::start_with(client, namespace, period, None)
+    }
+
+    /// Like [`CoreDouble::start`], with real etcd members when `etcd` is given.
+    pub fn start_with(
+        client: kube::Client,
+        namespace: &str,
+        period: Duration,
+        etcd: Option<EtcdSim>,
+    ) -> Self {
         let observations = Arc::new(Mutex::new(Observations::default()));
-        let task = tokio::spawn(run(
+        let cluster = Arc::new(tokio::sync::Mutex::new(None));
+        let double = Double {
+            machines: Api::namespaced_with(client.clone(), namespace, &machine_resource()),
             client,
-            namespace.to_owned(),
             period,
-            observations.clone(),
-        ));
-        Self { observations, task }
+            observations: observations.clone(),
+            etcd_sim: etcd,
+            etcd: cluster.clone(),
+            etcd_urls: BTreeMap::new(),
+        };
+        let task = tokio::spawn(double.run());
+        Self {
+            observations,
+            etcd: cluster,
+            task,
+        }
     }
 
     /// Runs `f` on the observations so far.
@@ -59,6 +118,11 @@ impl CoreDouble {
             .observations
             .lock()
             .unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Runs `f` on the simulated etcd cluster, once the first control-plane node started it.
+    pub async fn with_etcd<T>(&self, f: impl FnOnce(&mut EtcdCluster) -> T) -> Option<T> {
+        self.etcd.lock().await.as_mut().map(f)
     }
 }
 
@@ -70,63 +134,158 @@ fn machine_resource() -> ApiResource {
     ))
 }
 
-async fn run(
-    client: kube::Client,
-    namespace: String,
-    period: Duration,
-    observations: Arc<Mutex<Observations>>,
-) {
-    let machines: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &machine_resource());
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    loop {
-        if let Ok(list) = machines.list(&ListParams::default()).await {
-            let names: BTreeSet<String> = list.items.iter().map(ResourceExt::name_any).collect();
-            let gone: Vec<String> = seen.difference(&names).cloned().collect();
-            seen = names;
-            let mut with_node = 0;
-            for machine in &list.items {
-                let has_node = machine
-                    .data
-                    .pointer("/status/nodeRef/name")
-                    .is_some_and(|n| n.is_string());
-                if has_node || boot(&client, &machines, machine).await {
-                    with_node += 1;
+impl Double {
+    async fn run(mut self) {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        loop {
+            if let Ok(list) = self.machines.list(&ListParams::default()).await {
+                let names: BTreeSet<String> =
+                    list.items.iter().map(ResourceExt::name_any).collect();
+                let gone: Vec<String> = seen.difference(&names).cloned().collect();
+                seen = names;
+                let mut with_node = 0;
+                for machine in &list.items {
+                    if machine.metadata.deletion_timestamp.is_some() {
+                        self.terminate(machine).await;
+                    }
+                    let has_node = machine
+                        .data
+                        .pointer("/status/nodeRef/name")
+                        .is_some_and(|n| n.is_string());
+                    if has_node || self.boot(machine).await {
+                        with_node += 1;
+                    }
+                }
+                for name in &gone {
+                    remove_static_pods(&self.client, name).await;
+                }
+                let mut observed = self
+                    .observations
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                observed.deleted.extend(gone);
+                observed.with_node.push(with_node);
+            }
+            tokio::time::sleep(self.period).await;
+        }
+    }
+
+    /// Gives a Machine its finalizer, its etcd member (control planes, with [`EtcdSim`]) and its Node; true
+    /// when the Node is there.
+    async fn boot(&mut self, machine: &DynamicObject) -> bool {
+        if machine.metadata.deletion_timestamp.is_some() {
+            return false;
+        }
+        let name = machine.name_any();
+        let node = format!("node-{name}");
+        let finalizers = json!({ "metadata": { "finalizers": [MACHINE_FINALIZER] } });
+        if self
+            .machines
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&finalizers))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        let control_plane = machine
+            .labels()
+            .contains_key("cluster.x-k8s.io/control-plane");
+        if control_plane && self.etcd_sim.is_some() && !self.etcd_urls.contains_key(&node) {
+            match self.start_member(&node).await {
+                Ok(url) => {
+                    self.etcd_urls.insert(node.clone(), url);
+                }
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "etcd member did not start");
+                    return false;
                 }
             }
-            for name in &gone {
-                remove_static_pods(&client, name).await;
-            }
-            let mut observed = observations.lock().unwrap_or_else(PoisonError::into_inner);
-            observed.deleted.extend(gone);
-            observed.with_node.push(with_node);
         }
-        tokio::time::sleep(period).await;
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });
+        let status = json!({ "status": {
+            "nodeRef": { "name": node },
+            "addresses": [{ "type": "InternalIP", "address": "127.0.0.1" }],
+            "conditions": [condition("Ready"), condition("Available")],
+        } });
+        let patched = self
+            .machines
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .is_ok();
+        if patched {
+            kubeadm_init_uploaded_config(&self.client).await;
+            if control_plane {
+                let etcd_url = self
+                    .etcd_urls
+                    .get(&node)
+                    .cloned()
+                    .unwrap_or_else(|| "https://127.0.0.1:2379".to_owned());
+                start_static_pods(&self.client, &name, &etcd_url).await;
+            }
+        }
+        patched
     }
-}
 
-/// Gives a Machine its Node; true when that worked.
-async fn boot(
-    client: &kube::Client,
-    machines: &Api<DynamicObject>,
-    machine: &DynamicObject,
-) -> bool {
-    let name = machine.name_any();
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });
-    let status = json!({ "status": {
-        "nodeRef": { "name": format!("node-{name}") },
-        "conditions": [condition("Ready"), condition("Available")],
-    } });
-    let patched = machines
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .is_ok();
-    if patched {
-        kubeadm_init_uploaded_config(client).await;
-        start_static_pods(client, &name).await;
+    /// The first member starts the cluster; later ones join as learners, as kubeadm joins them.
+    async fn start_member(&self, node: &str) -> crate::Result<String> {
+        let sim = self.etcd_sim.as_ref().expect("called with an etcd sim");
+        let mut cluster = self.etcd.lock().await;
+        match cluster.as_mut() {
+            None => {
+                let started = EtcdCluster::start(
+                    &sim.dir,
+                    EtcdOptions {
+                        members: 1,
+                        names: vec![node.to_owned()],
+                        ca: Some(sim.ca.clone()),
+                        ..EtcdOptions::default()
+                    },
+                )
+                .await?;
+                let url = started.members()[0].client_url.clone();
+                *cluster = Some(started);
+                Ok(url)
+            }
+            Some(cluster) => {
+                cluster.add_learner(node).await?;
+                let member = cluster
+                    .members()
+                    .iter()
+                    .find(|m| m.name == node)
+                    .expect("the learner was just added");
+                Ok(member.client_url.clone())
+            }
+        }
     }
-    patched
+
+    /// A deleted Machine goes once no pre-terminate hook holds it: its etcd process stops, its finalizer
+    /// is removed.
+    async fn terminate(&mut self, machine: &DynamicObject) {
+        let held = machine
+            .annotations()
+            .keys()
+            .any(|k| k.starts_with(PRE_TERMINATE_HOOK_PREFIX));
+        if held {
+            return;
+        }
+        let node = format!("node-{}", machine.name_any());
+        if self.etcd_urls.remove(&node).is_some()
+            && let Some(cluster) = self.etcd.lock().await.as_mut()
+            && let Some(member) = cluster.member_mut(&node)
+        {
+            member.stop();
+        }
+        let patch = json!({ "metadata": { "finalizers": null } });
+        let _ = self
+            .machines
+            .patch(
+                &machine.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+    }
 }
 
 const COMPONENTS: [&str; 4] = [
@@ -137,7 +296,7 @@ const COMPONENTS: [&str; 4] = [
 ];
 
 /// The mirror pods of a control-plane node's static pods, running and ready.
-async fn start_static_pods(client: &kube::Client, machine: &str) {
+async fn start_static_pods(client: &kube::Client, machine: &str, etcd_url: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let node = format!("node-{machine}");
     for component in COMPONENTS {
@@ -152,8 +311,7 @@ async fn start_static_pods(client: &kube::Client, machine: &str) {
                     json!("127.0.0.1:6443");
             }
             "etcd" => {
-                annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"] =
-                    json!("https://127.0.0.1:2379");
+                annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = json!(etcd_url);
             }
             _ => {}
         }
@@ -189,15 +347,13 @@ async fn start_static_pods(client: &kube::Client, machine: &str) {
 async fn remove_static_pods(client: &kube::Client, machine: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     for component in COMPONENTS {
+        // No kubelet confirms a graceful deletion here.
+        let now = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
         let _ = pods
-            // No kubelet confirms a graceful deletion here.
-            .delete(
-                &format!("{component}-node-{machine}"),
-                &kube::api::DeleteParams {
-                    grace_period_seconds: Some(0),
-                    ..Default::default()
-                },
-            )
+            .delete(&format!("{component}-node-{machine}"), &now)
             .await;
     }
 }

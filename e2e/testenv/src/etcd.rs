@@ -21,6 +21,11 @@ pub struct EtcdOptions {
     pub tls: bool,
     /// How long a member may take to answer its first status request.
     pub ready_timeout: Duration,
+    /// Names of the initial members (default `m0-a1`, …); when given, one per member.
+    pub names: Vec<String>,
+    /// CA certificate and key (PKCS#8 PEM) to sign the member and client certificates with, instead of a
+    /// fresh one: a test that hands the same CA to a provider lets the provider reach the members.
+    pub ca: Option<(String, String)>,
 }
 
 impl Default for EtcdOptions {
@@ -32,6 +37,8 @@ impl Default for EtcdOptions {
                 "TESTENV_ETCD_READY_TIMEOUT",
                 Duration::from_secs(30),
             ),
+            names: Vec::new(),
+            ca: None,
         }
     }
 }
@@ -51,8 +58,11 @@ pub struct EtcdTls {
 }
 
 impl EtcdTls {
-    fn generate(dir: &Path) -> Result<Self> {
-        let ca = Ca::new("etcd-ca")?;
+    fn generate(dir: &Path, ca: Option<&(String, String)>) -> Result<Self> {
+        let ca = match ca {
+            Some((cert, key)) => Ca::from_pem(cert, key)?,
+            None => Ca::new("etcd-ca")?,
+        };
         let ca_file = ca.write(dir, "ca")?.cert;
         let member = ca
             .issue(
@@ -131,7 +141,7 @@ impl EtcdCluster {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
         let tls = if options.tls {
-            Some(EtcdTls::generate(dir)?)
+            Some(EtcdTls::generate(dir, options.ca.as_ref())?)
         } else {
             None
         };
@@ -157,7 +167,11 @@ impl EtcdCluster {
     async fn start_initial_members(&mut self, attempt: usize) -> Result<()> {
         let mut planned = Vec::new();
         for i in 0..self.options.members {
-            planned.push(self.plan_member(&format!("m{i}-a{attempt}"))?);
+            let name = match self.options.names.get(i) {
+                Some(name) => name.clone(),
+                None => format!("m{i}-a{attempt}"),
+            };
+            planned.push(self.plan_member(&name)?);
         }
         let initial: Vec<(String, String)> = planned
             .iter()

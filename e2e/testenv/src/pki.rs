@@ -59,6 +59,17 @@ impl Ca {
         })
     }
 
+    /// A CA from an existing certificate and its PKCS#8 key, e.g. one a test also hands to a provider.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, Error> {
+        let key = KeyPair::from_pem(key_pem).map_err(pki_error)?;
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key).map_err(pki_error)?;
+        Ok(Self {
+            issuer,
+            cert_pem: cert_pem.to_owned(),
+            key_pem: key_pem.to_owned(),
+        })
+    }
+
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
     }

@@ -229,7 +229,11 @@ async fn create_cluster(
             "replicas": 1,
             "version": "v1.33.1",
             "machineTemplate": { "spec": { "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "cp-genc01" } } },
-            "kubeadmConfigSpec": { "clusterConfiguration": { "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] } } },
+            // etcd outside the machines: the stand-in runs no etcd, and this measures the machine work.
+            "kubeadmConfigSpec": { "clusterConfiguration": {
+                "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] },
+                "etcd": { "external": { "endpoints": ["https://etcd.example:2379"], "caFile": "/ca", "certFile": "/crt", "keyFile": "/key" } },
+            } },
         },
     }))
     .unwrap();

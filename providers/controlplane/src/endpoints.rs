@@ -78,6 +78,8 @@ pub struct MachinePods {
     pub etcd_client_urls: Vec<String>,
     /// Health of each component's pod.
     pub components: BTreeMap<Component, Health>,
+    /// Health of the machine's etcd member, once etcd was looked at.
+    pub member: Option<Health>,
 }
 
 /// Identifies a control-plane Machine for matching pods: its name and the name of its Node.

@@ -11,6 +11,11 @@ pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name
 pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 /// Label on control-plane Machines naming their KubeadmControlPlane.
 pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
+/// Pre-terminate hook the control plane puts on its Machines when etcd is stacked: core Cluster API keeps
+/// the machine until the hook is gone, and the control plane removes it only after the machine's etcd
+/// member left the cluster.
+pub const CLEANUP_HOOK_ANNOTATION: &str =
+    "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
 /// Annotation on a KubeadmConfig with the expiry of the node's certificates (RFC 3339).
 pub const CERTIFICATES_EXPIRY_ANNOTATION: &str = "machine.cluster.x-k8s.io/certificates-expiry";
 
@@ -79,4 +84,8 @@ pub struct ControlPlaneMachine {
     /// When the node's certificates expire, when known.
     pub certificates_expiry: Option<Timestamp>,
     pub health: MachineHealth,
+    /// Addresses from `status.addresses`.
+    pub addresses: Vec<String>,
+    /// The Machine carries [`CLEANUP_HOOK_ANNOTATION`].
+    pub has_cleanup_hook: bool,
 }

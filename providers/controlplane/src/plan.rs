@@ -19,6 +19,9 @@ pub struct Observed<'a> {
     pub failure_domains: &'a [String],
     pub certificates_available: bool,
     pub now: Timestamp,
+    /// Why etcd cannot take another member now, if it cannot (see
+    /// [`crate::etcd_membership::may_add_member`]).
+    pub etcd_refuses_member: Option<&'a str>,
 }
 
 /// Why the control plane changes.
@@ -72,6 +75,7 @@ pub fn next_step(observed: Observed<'_>) -> Plan {
         failure_domains,
         certificates_available,
         now,
+        etcd_refuses_member,
     } = observed;
     let mut outdated = BTreeMap::new();
     let mut up_to_date = Vec::new();
@@ -107,7 +111,11 @@ pub fn next_step(observed: Observed<'_>) -> Plan {
         if machines.is_empty() {
             Step::Initialize { failure_domain }
         } else {
-            let blockers = preflight::check(Operation::ScaleUp, machines, certificates_available);
+            let mut blockers =
+                preflight::check(Operation::ScaleUp, machines, certificates_available);
+            if let Some(reason) = etcd_refuses_member {
+                blockers.push(Blocker::EtcdMembership(reason.to_owned()));
+            }
             if blockers.is_empty() {
                 Step::ScaleUp {
                     failure_domain,
@@ -222,6 +230,7 @@ mod tests {
                 failure_domains: &self.domains,
                 certificates_available: true,
                 now: "2026-11-01T00:00:00Z".parse().unwrap(),
+                etcd_refuses_member: None,
             }
         }
 
@@ -374,6 +383,24 @@ mod tests {
                 blockers: vec![Blocker::MachineWithoutNode("m1".into())]
             }
         );
+    }
+
+    #[test]
+    fn etcd_that_cannot_take_a_member_holds_a_scale_up() {
+        let mut sim = Sim::new(&[]);
+        sim.converge(&desired(1, "cp-genc01", 1));
+        let next = desired(3, "cp-genc01", 1);
+        let mut observed = sim.observe(&next);
+        observed.etcd_refuses_member = Some("learner 8e9e05c52164694d is catching up");
+        let plan = next_step(observed);
+        let Step::Wait { blockers, .. } = plan.step else {
+            panic!("{:?}", plan.step);
+        };
+        assert_eq!(
+            blockers[0].to_string(),
+            "etcd cannot take a member now: learner 8e9e05c52164694d is catching up"
+        );
+        assert_eq!(blockers[0].reason(), "EtcdClusterNotHealthy");
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub enum Blocker {
     ComponentsUnhealthy { machine: String, reason: String },
     /// A machine's etcd member is not healthy.
     EtcdUnhealthy { machine: String, reason: String },
+    /// etcd as a whole cannot take another member now (a learner is catching up, a member is down, …).
+    EtcdMembership(String),
 }
 
 impl Blocker {
@@ -28,7 +30,7 @@ impl Blocker {
             Blocker::MachineDeleting(_) => "WaitingForMachineDeletion",
             Blocker::MachineWithoutNode(_) => "WaitingForMachineProvisioning",
             Blocker::ComponentsUnhealthy { .. } => "ControlPlaneComponentsNotHealthy",
-            Blocker::EtcdUnhealthy { .. } => "EtcdClusterNotHealthy",
+            Blocker::EtcdUnhealthy { .. } | Blocker::EtcdMembership(_) => "EtcdClusterNotHealthy",
         }
     }
 }
@@ -52,6 +54,7 @@ impl fmt::Display for Blocker {
             Blocker::EtcdUnhealthy { machine, reason } => {
                 write!(f, "Machine {machine}: etcd member not healthy: {reason}")
             }
+            Blocker::EtcdMembership(reason) => write!(f, "etcd cannot take a member now: {reason}"),
         }
     }
 }

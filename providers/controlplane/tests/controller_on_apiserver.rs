@@ -24,6 +24,12 @@ use testenv::ManagementPlane;
 use testenv::core_double::CoreDouble;
 
 const NS: &str = "default";
+static EXTERNAL_ETCD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({
+        "endpoints": ["https://etcd.example:2379"],
+        "caFile": "/etc/etcd/ca.crt", "certFile": "/etc/etcd/client.crt", "keyFile": "/etc/etcd/client.key",
+    })
+});
 const CLUSTER: &str = "prod";
 const KCP: &str = "prod-control-plane";
 /// Bound on every wait; a converging control plane needs a few seconds per machine.
@@ -138,7 +144,11 @@ async fn setup(replicas: i32, template: &str, start_controller: bool) -> Env {
                 "spec": { "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": template } },
             },
             "kubeadmConfigSpec": {
-                "clusterConfiguration": { "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] } },
+                // etcd outside the machines: these tests are about machines; the etcd lifecycle has its own.
+                "clusterConfiguration": {
+                    "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] },
+                    "etcd": { "external": EXTERNAL_ETCD.clone() },
+                },
                 "initConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
                 "joinConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
             },
@@ -588,6 +598,7 @@ async fn foreign_machine(client: &kube::Client, name: &str) {
         "spec": {
             "clusterConfiguration": {
                 "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] },
+                "etcd": { "external": EXTERNAL_ETCD.clone() },
                 "featureGates": { "ControlPlaneKubeletLocalMode": true },
             },
             "initConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },

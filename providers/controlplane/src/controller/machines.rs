@@ -25,8 +25,9 @@ use super::{Context, Error, owner_reference};
 use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
 use crate::endpoints::MachinePods;
 use crate::machines::{
-    CERTIFICATES_EXPIRY_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION,
-    CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine, DELETE_MACHINE_ANNOTATION,
+    CERTIFICATES_EXPIRY_ANNOTATION, CLEANUP_HOOK_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION,
+    CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine,
+    DELETE_MACHINE_ANNOTATION,
 };
 
 const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
@@ -202,6 +203,10 @@ fn view(
                 .map(|t| t.0)
         }),
         health: Default::default(),
+        addresses: status
+            .map(|s| s.addresses.iter().map(|a| a.address.clone()).collect())
+            .unwrap_or_default(),
+        has_cleanup_hook: machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION),
     }
 }
 
@@ -382,7 +387,12 @@ pub(super) async fn create(
     );
     machine.metadata.namespace = Some(namespace.clone());
     machine.metadata.labels = Some(labels);
-    machine.metadata.annotations = Some(annotations);
+    let mut machine_annotations = annotations;
+    if !desired.external_etcd {
+        // Core Cluster API keeps the machine until its etcd member is gone and this hook released.
+        machine_annotations.insert(CLEANUP_HOOK_ANNOTATION.to_owned(), String::new());
+    }
+    machine.metadata.annotations = Some(machine_annotations);
     machine.metadata.owner_references = Some(vec![owner]);
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     if let Err(e) = machines.create(&PostParams::default(), &machine).await {
@@ -562,7 +572,6 @@ pub(super) async fn propagate_in_place(
         .as_ref()
         .map(deletion_spec);
     let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-    let _ = desired;
     for (name, machine) in &gathered.objects {
         if machine.meta().deletion_timestamp.is_some() {
             continue;
@@ -583,11 +592,22 @@ pub(super) async fn propagate_in_place(
             "annotations": template_meta.annotations,
         });
         let deletion_current = deletion.is_none() || machine.spec.deletion == deletion;
-        if !metadata_current(machine.labels(), machine.annotations()) || !deletion_current {
+        // With stacked etcd every machine carries the cleanup hook (adopted ones too); it is part of what
+        // is applied, so that applying the template's metadata never drops it.
+        let hook_missing =
+            !desired.external_etcd && !machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION);
+        if !metadata_current(machine.labels(), machine.annotations())
+            || !deletion_current
+            || hook_missing
+        {
+            let mut machine_meta = meta_patch.clone();
+            if !desired.external_etcd {
+                machine_meta["annotations"][CLEANUP_HOOK_ANNOTATION] = json!("");
+            }
             let mut patch = json!({
                 "apiVersion": "cluster.x-k8s.io/v1beta2",
                 "kind": "Machine",
-                "metadata": meta_patch.clone(),
+                "metadata": machine_meta,
             });
             if let Some(deletion) = &deletion {
                 patch["spec"] = json!({ "deletion": deletion });
@@ -651,20 +671,16 @@ pub(super) async fn report_health(
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
         let before = conditions.clone();
-        for (component, health) in &view.components {
+        let member = view.member.iter().map(|h| ("EtcdMemberHealthy", h));
+        let pods = view.components.iter().map(|(c, h)| (c.condition(), h));
+        for (condition, health) in pods.chain(member) {
             let (status, reason, message) = match health {
                 Health::Healthy => ("True", "Healthy", ""),
                 Health::Unhealthy(m) => ("False", "Unhealthy", m.as_str()),
                 Health::Unknown(m) => ("Unknown", "InspectionFailed", m.as_str()),
                 Health::NotChecked => continue,
             };
-            set_machine_condition(
-                &mut conditions,
-                component.condition(),
-                status,
-                reason,
-                message,
-            );
+            set_machine_condition(&mut conditions, condition, status, reason, message);
         }
         if conditions == before {
             continue;

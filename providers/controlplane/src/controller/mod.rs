@@ -1,6 +1,7 @@
 //! The KubeadmControlPlane controller: gathers a control plane's state, asks [`crate::plan::next_step`] for
 //! the one step to take, takes it, and reports in the status why it waits.
 
+mod etcd;
 mod machines;
 mod metrics;
 mod status;
@@ -35,7 +36,7 @@ pub use metrics::{api_writes_total, reconcile_time};
 use crate::desired::DesiredState;
 use crate::endpoints::{self, Component};
 use crate::kubeconfig::{self, KubeconfigError};
-use crate::machines::Health;
+use crate::machines::{CLEANUP_HOOK_ANNOTATION, Health};
 use crate::plan::{self, Observed, Step};
 use status::Report;
 
@@ -62,6 +63,10 @@ pub struct Settings {
     pub leftover_grace: Duration,
     /// Control planes reconciled at the same time (Cluster API's default is 10).
     pub concurrency: u16,
+    /// How long an etcd learner may take to catch up before it is removed.
+    pub learner_timeout: k8s_openapi::jiff::SignedDuration,
+    /// How long an added etcd member may take to start before it is removed.
+    pub unstarted_grace: k8s_openapi::jiff::SignedDuration,
 }
 
 impl Default for Settings {
@@ -71,6 +76,8 @@ impl Default for Settings {
             watch_filter: String::new(),
             leftover_grace: Duration::from_secs(60),
             concurrency: 10,
+            learner_timeout: crate::etcd_membership::DEFAULT_LEARNER_TIMEOUT,
+            unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
         }
     }
 }
@@ -85,6 +92,8 @@ pub enum Error {
     Kubeconfig(#[from] KubeconfigError),
     #[error("{0}")]
     Infrastructure(String),
+    #[error("etcd: {0}")]
+    Etcd(String),
 }
 
 impl Error {
@@ -94,6 +103,7 @@ impl Error {
             Error::Certificates(e) => e.metric_label(),
             Error::Kubeconfig(_) => "kubeconfig",
             Error::Infrastructure(_) => "infrastructure",
+            Error::Etcd(_) => "etcd",
         }
     }
 }
@@ -106,6 +116,8 @@ pub struct Context {
     workload: workload::WorkloadClients,
     /// Discovered infrastructure kinds.
     resources: machines::Resources,
+    /// etcd clients and learner timers.
+    etcd: etcd::EtcdCare,
     /// Retry delays of control planes whose last reconcile failed; cleared by a success.
     backoff: Mutex<HashMap<ObjectRef<KubeadmControlPlane>, ExponentialBackoff>>,
 }
@@ -147,12 +159,14 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let watch = watcher_config(&settings.watch_filter);
     let client = counted(&client);
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
+    let etcd = etcd::EtcdCare::new(settings.learner_timeout, settings.unstarted_grace);
     let context = Arc::new(Context {
         client,
         settings,
         recorder,
         workload: Default::default(),
         resources: Default::default(),
+        etcd,
         backoff: Mutex::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
@@ -445,14 +459,64 @@ async fn apply(
         &mut report,
     )
     .await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let etcd_view = if desired.external_etcd || !initialized {
+        None
+    } else {
+        Some(observe_etcd(ctx, kcp, &cluster_name, &certs.etcd, &mut gathered, now).await)
+    };
     machines::report_health(ctx, &namespace, &gathered).await?;
+
+    // Membership changes come first: they finish what an earlier step started (a join, a deletion).
+    let up_to_date_now: Vec<String> = plan::next_step(Observed {
+        desired: &desired,
+        machines: &gathered.machines,
+        failure_domains: &[],
+        certificates_available: true,
+        now,
+        etcd_refuses_member: None,
+    })
+    .up_to_date;
+    let etcd_machines = etcd::planner_machines(&gathered.machines, &up_to_date_now);
+    let mut etcd_refuses_member = None;
+    let mut etcd_action = None;
+    match &etcd_view {
+        None => {}
+        Some(Err(cause)) => etcd_refuses_member = Some(format!("etcd not observable: {cause}")),
+        Some(Ok(view)) => {
+            let observed = crate::etcd_membership::Observed {
+                members: &view.members,
+                states: &view.states,
+                machines: &etcd_machines,
+                first_seen: &view.first_seen,
+                now,
+                learner_timeout: ctx.etcd.learner_timeout,
+                unstarted_grace: ctx.etcd.unstarted_grace,
+            };
+            etcd_refuses_member = crate::etcd_membership::may_add_member(observed)
+                .err()
+                .map(|reason| reason.to_string());
+            etcd_action = Some(crate::etcd_membership::next_action(observed));
+        }
+    }
+    report.etcd_membership(etcd_view.as_ref(), etcd_action.as_ref());
+    if let (Some(Ok(view)), Some(action)) = (&etcd_view, &etcd_action)
+        && let Some(done) = etcd::execute(ctx, &namespace, view, action).await?
+    {
+        tracing::info!(kcp = %kcp.name_any(), "{done}");
+        publish(ctx, kcp, EventType::Normal, "EtcdMembershipChanged", &done).await;
+        report.write(ctx, kcp).await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+
     let failure_domains = control_plane_failure_domains(cluster);
     let plan = plan::next_step(Observed {
         desired: &desired,
         machines: &gathered.machines,
         failure_domains: &failure_domains,
         certificates_available: true,
-        now: k8s_openapi::jiff::Timestamp::now(),
+        now,
+        etcd_refuses_member: etcd_refuses_member.as_deref(),
     });
     report.observe(&desired, &gathered.machines, &plan, initialized);
     let outcome = take_step(ctx, kcp, cluster, &desired, plan.step).await;
@@ -549,11 +613,15 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Cleanup, Er
     if owned.is_empty() {
         return Ok(Cleanup::Done);
     }
-    for machine in owned
-        .iter()
-        .filter(|m| m.meta().deletion_timestamp.is_none())
-    {
-        machines::delete(ctx, &namespace, &machine.name_any()).await?;
+    for machine in owned {
+        let name = machine.name_any();
+        // The whole cluster goes, its etcd with it: no member needs to leave first.
+        if machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION) {
+            etcd::annotate(ctx, &namespace, &name, CLEANUP_HOOK_ANNOTATION, None).await?;
+        }
+        if machine.meta().deletion_timestamp.is_none() {
+            machines::delete(ctx, &namespace, &name).await?;
+        }
     }
     Ok(Cleanup::Waiting)
 }
@@ -698,6 +766,44 @@ async fn observe_workload(
     gathered.pods = pods;
     report.health(&gathered.machines, desired.external_etcd);
     initialized
+}
+
+/// Observes etcd through the etcd pods' client URLs and folds each member's health into its machine's.
+async fn observe_etcd(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+    etcd_ca: &kubeadm_bootstrap::render::CertPem,
+    gathered: &mut machines::Gathered,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<etcd::EtcdView, String> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let mut endpoints: Vec<String> = gathered
+        .pods
+        .values()
+        .flat_map(|p| p.etcd_client_urls.iter().cloned())
+        .collect();
+    endpoints.sort();
+    endpoints.dedup();
+    let key = (namespace, cluster.to_owned());
+    let view = ctx
+        .etcd
+        .observe(key, cluster, etcd_ca, &endpoints, now)
+        .await;
+    for m in gathered.machines.iter_mut().filter(|m| m.node.is_some()) {
+        let member = match &view {
+            Ok(view) => etcd::member_health(m, view),
+            Err(cause) => Health::Unknown(format!("etcd not observable: {cause}")),
+        };
+        // The pod's own problem comes first; a healthy pod defers to its member.
+        if m.health.etcd.problem().is_none() {
+            m.health.etcd = member.clone();
+        }
+        if let Some(view) = gathered.pods.get_mut(&m.name) {
+            view.member = Some(member);
+        }
+    }
+    view
 }
 
 async fn publish(

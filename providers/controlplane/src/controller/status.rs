@@ -265,6 +265,40 @@ impl Report {
         }
     }
 
+    /// `EtcdMembershipSettled`: whether the etcd membership needs a change, and what it waits for.
+    pub(super) fn etcd_membership(
+        &mut self,
+        view: Option<&Result<super::etcd::EtcdView, String>>,
+        action: Option<&crate::etcd_membership::Action>,
+    ) {
+        use crate::etcd_membership::Action;
+        match (view, action) {
+            (None, _) => {}
+            (Some(Err(cause)), _) => {
+                self.condition("EtcdMembershipSettled", false, "EtcdNotObservable", cause);
+            }
+            (Some(Ok(_)), Some(Action::Nothing) | None) => {
+                self.condition("EtcdMembershipSettled", true, "Settled", "");
+            }
+            (Some(Ok(_)), Some(Action::Wait(reason))) => {
+                self.condition(
+                    "EtcdMembershipSettled",
+                    false,
+                    "Waiting",
+                    &reason.to_string(),
+                );
+            }
+            (Some(Ok(_)), Some(action)) => {
+                self.condition(
+                    "EtcdMembershipSettled",
+                    false,
+                    "Changing",
+                    &format!("{action:?}"),
+                );
+            }
+        }
+    }
+
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
         set_condition(
             &mut self.status.conditions,

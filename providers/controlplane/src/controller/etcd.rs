@@ -1,0 +1,376 @@
+//! The workload cluster's stacked etcd as the controller sees and changes it: a client certificate from the
+//! cluster's etcd CA, one observation of the whole membership per reconcile (members found through the
+//! client URLs kubeadm annotates on the etcd pods, KEP-2506), the planner's inputs built from it, and the one
+//! membership change the planner asks for.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, Patch};
+use kubeadm_api::cluster::v1beta2::Machine;
+use kubeadm_bootstrap::render::CertPem;
+use serde_json::json;
+
+use super::{Context, Error};
+use crate::etcd::{EtcdClientCert, EtcdClients, Observation, WorkloadEtcd, issue_client_cert};
+use crate::etcd_membership::{
+    self, Action, EtcdMachine, Member, MemberState, REMEDIATE_MACHINE_ANNOTATION,
+};
+use crate::machines::{CLEANUP_HOOK_ANNOTATION, ControlPlaneMachine, Health};
+
+type ClusterKey = (String, String);
+
+/// Connections, client certificates and learner timers, per workload cluster.
+pub(super) struct EtcdCare {
+    clients: EtcdClients,
+    certs: Mutex<HashMap<ClusterKey, Arc<EtcdClientCert>>>,
+    first_seen: Mutex<HashMap<ClusterKey, BTreeMap<u64, Timestamp>>>,
+    pub(super) learner_timeout: SignedDuration,
+    pub(super) unstarted_grace: SignedDuration,
+}
+
+impl EtcdCare {
+    pub(super) fn new(learner_timeout: SignedDuration, unstarted_grace: SignedDuration) -> Self {
+        Self {
+            clients: EtcdClients::new(Default::default()),
+            certs: Mutex::default(),
+            first_seen: Mutex::default(),
+            learner_timeout,
+            unstarted_grace,
+        }
+    }
+}
+
+/// One reconcile's picture of etcd, in the planner's terms.
+pub(super) struct EtcdView {
+    pub observation: Observation,
+    pub members: Vec<Member>,
+    pub states: BTreeMap<u64, MemberState>,
+    pub first_seen: BTreeMap<u64, Timestamp>,
+    pub etcd: WorkloadEtcd,
+}
+
+impl EtcdCare {
+    /// Observes the membership through `endpoints` (the etcd pods' client URLs).
+    pub(super) async fn observe(
+        &self,
+        key: ClusterKey,
+        cluster: &str,
+        etcd_ca: &CertPem,
+        endpoints: &[String],
+        now: Timestamp,
+    ) -> Result<EtcdView, String> {
+        if endpoints.is_empty() {
+            return Err("no etcd pod announces a client URL yet".into());
+        }
+        let cert = self.client_cert(&key, cluster, etcd_ca)?;
+        let etcd = self.clients.workload(cert);
+        let observation = etcd.observe(endpoints).await.map_err(|e| e.to_string())?;
+        let members: Vec<Member> = observation
+            .members
+            .iter()
+            .map(|m| Member {
+                id: m.id,
+                name: m.name.clone(),
+                peer_urls: m.peer_urls.clone(),
+                client_urls: m.client_urls.clone(),
+                is_learner: m.is_learner,
+            })
+            .collect();
+        let states = member_states(&observation);
+        let first_seen = {
+            let mut all = self
+                .first_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let seen = all.entry(key).or_default();
+            let timed: BTreeSet<u64> = etcd_membership::timed_members(&members)
+                .into_iter()
+                .collect();
+            seen.retain(|id, _| timed.contains(id));
+            for id in timed {
+                seen.entry(id).or_insert(now);
+            }
+            seen.clone()
+        };
+        Ok(EtcdView {
+            observation,
+            members,
+            states,
+            first_seen,
+            etcd,
+        })
+    }
+
+    fn client_cert(
+        &self,
+        key: &ClusterKey,
+        cluster: &str,
+        etcd_ca: &CertPem,
+    ) -> Result<Arc<EtcdClientCert>, String> {
+        let now = time::OffsetDateTime::now_utc();
+        let mut certs = self.certs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cert) = certs.get(key)
+            && !cert.needs_renewal(now)
+            && cert.ca_pem == etcd_ca.cert
+        {
+            return Ok(cert.clone());
+        }
+        let cert = Arc::new(issue_client_cert(cluster, etcd_ca, now).map_err(|e| e.to_string())?);
+        certs.insert(key.clone(), cert.clone());
+        Ok(cert)
+    }
+}
+
+/// Each member's probe result in the planner's terms, alarms attached to the member that raised them.
+pub(super) fn member_states(observation: &Observation) -> BTreeMap<u64, MemberState> {
+    observation
+        .states
+        .iter()
+        .map(|(id, state)| {
+            let state = match state {
+                Ok(status) => MemberState::Reachable {
+                    raft_index: status.raft_index,
+                    raft_applied_index: status.raft_applied_index,
+                    is_leader: status.leader == status.id && status.leader != 0,
+                    alarms: observation
+                        .alarms
+                        .iter()
+                        .filter(|(member, _)| member == id)
+                        .map(|(_, kind)| format!("{kind:?}").to_uppercase())
+                        .collect(),
+                    errors: status.errors.clone(),
+                },
+                Err(e) => MemberState::Unreachable(e.to_string()),
+            };
+            (*id, state)
+        })
+        .collect()
+}
+
+/// The planner's view of the control-plane machines.
+pub(super) fn planner_machines(
+    machines: &[ControlPlaneMachine],
+    up_to_date: &[String],
+) -> Vec<EtcdMachine> {
+    machines
+        .iter()
+        .map(|m| EtcdMachine {
+            name: m.name.clone(),
+            node: m.node.clone(),
+            addresses: m.addresses.clone(),
+            deleting: m.deleting,
+            has_cleanup_hook: m.has_cleanup_hook,
+            up_to_date: up_to_date.contains(&m.name),
+            healthy: m.health.components.problem().is_none(),
+        })
+        .collect()
+}
+
+/// The health of a machine's etcd member: found by node name, reachable, no alarm, no error.
+pub(super) fn member_health(machine: &ControlPlaneMachine, view: &EtcdView) -> Health {
+    let Some(node) = &machine.node else {
+        return Health::NotChecked;
+    };
+    let Some(member) = view.members.iter().find(|m| &m.name == node) else {
+        return Health::Unhealthy(format!("no etcd member named {node}"));
+    };
+    let id = format!("{:x}", member.id);
+    match view.states.get(&member.id) {
+        Some(MemberState::Reachable { alarms, errors, .. })
+            if alarms.is_empty() && errors.is_empty() =>
+        {
+            if member.is_learner {
+                Health::Unhealthy(format!("etcd member {id} ({node}) is still a learner"))
+            } else {
+                Health::Healthy
+            }
+        }
+        Some(MemberState::Reachable { alarms, errors, .. }) => Health::Unhealthy(format!(
+            "etcd member {id} ({node}): {}",
+            alarms
+                .iter()
+                .map(|a| format!("alarm {a}"))
+                .chain(errors.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Some(MemberState::Unreachable(cause)) => {
+            Health::Unhealthy(format!("etcd member {id} ({node}) unreachable: {cause}"))
+        }
+        None => Health::Unknown(format!("etcd member {id} ({node}) was not probed")),
+    }
+}
+
+/// Makes the membership change `action`; returns what was done, for the Event, or `None` when nothing
+/// was to be done.
+pub(super) async fn execute(
+    ctx: &Context,
+    namespace: &str,
+    view: &EtcdView,
+    action: &Action,
+) -> Result<Option<String>, Error> {
+    let label = |id: u64| {
+        view.members
+            .iter()
+            .find(|m| m.id == id)
+            .filter(|m| !m.name.is_empty())
+            .map(|m| format!("{id:x} ({})", m.name))
+            .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let leader = || {
+        view.observation
+            .leader_endpoint()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Etcd("etcd has no reachable leader".into()))
+    };
+    let etcd_error = |e: crate::etcd::EtcdError| Error::Etcd(e.to_string());
+    let done = match action {
+        Action::Nothing | Action::Wait(_) => return Ok(None),
+        Action::Promote { member } => {
+            view.etcd
+                .promote(&leader()?, *member)
+                .await
+                .map_err(etcd_error)?;
+            format!(
+                "promoted etcd learner {} to a voting member",
+                label(*member)
+            )
+        }
+        Action::RemoveStuckLearner { member, machine }
+        | Action::RemoveUnstartedMember { member, machine } => {
+            view.etcd
+                .remove(&leader()?, *member)
+                .await
+                .map_err(etcd_error)?;
+            let what = if matches!(action, Action::RemoveStuckLearner { .. }) {
+                "learner that did not catch up in time"
+            } else {
+                "member that never started"
+            };
+            if let Some(machine) = machine {
+                annotate(
+                    ctx,
+                    namespace,
+                    machine,
+                    REMEDIATE_MACHINE_ANNOTATION,
+                    Some(""),
+                )
+                .await?;
+                format!(
+                    "removed etcd {what} {} and marked Machine {machine} for remediation",
+                    label(*member)
+                )
+            } else {
+                format!("removed etcd {what} {}", label(*member))
+            }
+        }
+        Action::MoveLeader { from, to } => {
+            view.etcd
+                .move_leader(&leader()?, *to)
+                .await
+                .map_err(etcd_error)?;
+            format!(
+                "moved etcd leadership from {} to {}",
+                label(*from),
+                label(*to)
+            )
+        }
+        Action::RemoveMember { member, machine } => {
+            view.etcd
+                .remove(&leader()?, *member)
+                .await
+                .map_err(etcd_error)?;
+            format!(
+                "removed etcd member {} of deleting Machine {machine}",
+                label(*member)
+            )
+        }
+        Action::ReleaseHook { machine } => {
+            annotate(ctx, namespace, machine, CLEANUP_HOOK_ANNOTATION, None).await?;
+            format!("Machine {machine} has no etcd member left; released its pre-terminate hook")
+        }
+        Action::RemoveOrphan { member } => {
+            view.etcd
+                .remove(&leader()?, *member)
+                .await
+                .map_err(etcd_error)?;
+            format!(
+                "removed etcd member {} that belongs to no Machine",
+                label(*member)
+            )
+        }
+    };
+    Ok(Some(done))
+}
+
+/// Sets (`Some`) or removes (`None`) an annotation on a Machine.
+pub(super) async fn annotate(
+    ctx: &Context,
+    namespace: &str,
+    machine: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), Error> {
+    let patch = json!({ "metadata": { "annotations": { key: value } } });
+    let params = kube::api::PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    match Api::<Machine>::namespaced(ctx.client.clone(), namespace)
+        .patch(machine, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::{AlarmKind, Status};
+
+    fn status(id: u64, leader: u64) -> Status {
+        Status {
+            id,
+            leader,
+            raft_index: 100,
+            raft_term: 2,
+            raft_applied_index: 100,
+            revision: 5,
+            db_size: 1,
+            db_size_in_use: 1,
+            is_learner: false,
+            errors: vec![],
+            version: "3.4.23".into(),
+        }
+    }
+
+    #[test]
+    fn states_carry_leadership_and_alarms_of_their_member() {
+        let observation = Observation {
+            members: vec![],
+            states: BTreeMap::from([
+                (1, Ok(status(1, 1))),
+                (2, Ok(status(2, 1))),
+                (
+                    3,
+                    Err(crate::etcd::EtcdError::NoMemberList { attempts: vec![] }),
+                ),
+            ]),
+            alarms: vec![(2, AlarmKind::NoSpace)],
+            leader: Some(1),
+        };
+        let states = member_states(&observation);
+        assert!(
+            matches!(&states[&1], MemberState::Reachable { is_leader: true, alarms, .. } if alarms.is_empty())
+        );
+        assert!(
+            matches!(&states[&2], MemberState::Reachable { is_leader: false, alarms, .. } if alarms == &["NOSPACE"])
+        );
+        assert!(matches!(&states[&3], MemberState::Unreachable(_)));
+    }
+}
