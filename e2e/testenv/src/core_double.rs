@@ -124,6 +124,16 @@ impl CoreDouble {
     pub async fn with_etcd<T>(&self, f: impl FnOnce(&mut EtcdCluster) -> T) -> Option<T> {
         self.etcd.lock().await.as_mut().map(f)
     }
+
+    /// A client of the simulated etcd cluster through its running members (bounded: `None` after 2 s).
+    pub async fn etcd_client(&self) -> Option<etcd_client::Client> {
+        connect_running(&self.etcd).await
+    }
+
+    /// The simulated etcd cluster, for tasks that outlive a borrow of the double.
+    pub fn etcd_handle(&self) -> Arc<tokio::sync::Mutex<Option<EtcdCluster>>> {
+        self.etcd.clone()
+    }
 }
 
 fn machine_resource() -> ApiResource {
@@ -205,7 +215,6 @@ impl Double {
         let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });
         let status = json!({ "status": {
             "nodeRef": { "name": node },
-            "addresses": [{ "type": "InternalIP", "address": "127.0.0.1" }],
             "conditions": [condition("Ready"), condition("Available")],
         } });
         let patched = self
@@ -376,4 +385,22 @@ async fn kubeadm_init_uploaded_config(client: &kube::Client) {
     };
     // Already there after the first machine: kubeadm uploads it once.
     let _ = config_maps.create(&PostParams::default(), &config).await;
+}
+
+/// A client through the running members of `etcd` (bounded: `None` after 2 s).
+pub async fn connect_running(
+    etcd: &tokio::sync::Mutex<Option<EtcdCluster>>,
+) -> Option<etcd_client::Client> {
+    let cluster = etcd.lock().await;
+    let cluster = cluster.as_ref()?;
+    let urls: Vec<String> = cluster
+        .members()
+        .iter()
+        .filter(|m| m.pid().is_some())
+        .map(|m| m.client_url.clone())
+        .collect();
+    tokio::time::timeout(Duration::from_secs(2), cluster.connect(&urls))
+        .await
+        .ok()?
+        .ok()
 }

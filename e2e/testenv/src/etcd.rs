@@ -334,6 +334,7 @@ impl EtcdCluster {
     /// Adds a member as a learner through the etcd API, then starts its process (kubeadm's join order).
     /// Returns the new member's ID once the process answers status requests.
     pub async fn add_learner(&mut self, name: &str) -> Result<u64> {
+        self.refresh_learners().await;
         let planned = self.plan_member(name)?;
         let peer_url = planned.peer_url.clone();
         // Right after a membership change etcd refuses another one until members have been connected
@@ -446,6 +447,36 @@ impl EtcdCluster {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// Forgets the learner mark of members someone else promoted (e.g. a controller under test), so that
+    /// [`EtcdCluster::client_urls`] includes them; asks each running member in turn until one answers.
+    pub async fn refresh_learners(&mut self) {
+        let running: Vec<String> = self
+            .members
+            .iter()
+            .filter(|m| m.process.is_some())
+            .map(|m| m.client_url.clone())
+            .collect();
+        for url in running {
+            let Ok(mut client) = self.connect(std::slice::from_ref(&url)).await else {
+                continue;
+            };
+            let Ok(list) = client.member_list().await else {
+                continue;
+            };
+            for member in &mut self.members {
+                let promoted = member.learner_id.is_some_and(|id| {
+                    list.members()
+                        .iter()
+                        .any(|m| m.id() == id && !m.is_learner())
+                });
+                if promoted {
+                    member.learner_id = None;
+                }
+            }
+            return;
         }
     }
 

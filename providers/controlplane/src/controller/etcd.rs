@@ -203,14 +203,30 @@ pub(super) fn member_health(machine: &ControlPlaneMachine, view: &EtcdView) -> H
     }
 }
 
-/// Makes the membership change `action`; returns what was done, for the Event, or `None` when nothing
-/// was to be done.
+/// A membership change made, for its Event.
+pub(super) struct Change {
+    /// What kind of change (the Event's action).
+    pub action: &'static str,
+    /// The Machine the changed member belongs to, when known.
+    pub machine: Option<String>,
+    pub note: String,
+}
+
+/// Makes the membership change `action`; returns what was done, or `None` when nothing was to be done.
 pub(super) async fn execute(
     ctx: &Context,
     namespace: &str,
     view: &EtcdView,
     action: &Action,
-) -> Result<Option<String>, Error> {
+    machines: &[ControlPlaneMachine],
+) -> Result<Option<Change>, Error> {
+    let machine_of = |id: u64| {
+        let name = &view.members.iter().find(|m| m.id == id)?.name;
+        machines
+            .iter()
+            .find(|m| m.node.as_ref() == Some(name))
+            .map(|m| m.name.clone())
+    };
     let label = |id: u64| {
         view.members
             .iter()
@@ -226,6 +242,11 @@ pub(super) async fn execute(
             .ok_or_else(|| Error::Etcd("etcd has no reachable leader".into()))
     };
     let etcd_error = |e: crate::etcd::EtcdError| Error::Etcd(e.to_string());
+    let change = |action: &'static str, machine: Option<String>, note: String| Change {
+        action,
+        machine,
+        note,
+    };
     let done = match action {
         Action::Nothing | Action::Wait(_) => return Ok(None),
         Action::Promote { member } => {
@@ -233,10 +254,11 @@ pub(super) async fn execute(
                 .promote(&leader()?, *member)
                 .await
                 .map_err(etcd_error)?;
-            format!(
+            let note = format!(
                 "promoted etcd learner {} to a voting member",
                 label(*member)
-            )
+            );
+            change("PromoteLearner", machine_of(*member), note)
         }
         Action::RemoveStuckLearner { member, machine }
         | Action::RemoveUnstartedMember { member, machine } => {
@@ -244,11 +266,15 @@ pub(super) async fn execute(
                 .remove(&leader()?, *member)
                 .await
                 .map_err(etcd_error)?;
-            let what = if matches!(action, Action::RemoveStuckLearner { .. }) {
-                "learner that did not catch up in time"
+            let (kind, what) = if matches!(action, Action::RemoveStuckLearner { .. }) {
+                (
+                    "RemoveStuckLearner",
+                    "learner that did not catch up in time",
+                )
             } else {
-                "member that never started"
+                ("RemoveUnstartedMember", "member that never started")
             };
+            let mut note = format!("removed etcd {what} {}", label(*member));
             if let Some(machine) = machine {
                 annotate(
                     ctx,
@@ -258,48 +284,50 @@ pub(super) async fn execute(
                     Some(""),
                 )
                 .await?;
-                format!(
-                    "removed etcd {what} {} and marked Machine {machine} for remediation",
-                    label(*member)
-                )
-            } else {
-                format!("removed etcd {what} {}", label(*member))
+                note.push_str(&format!(" and marked Machine {machine} for remediation"));
             }
+            change(kind, machine.clone(), note)
         }
         Action::MoveLeader { from, to } => {
             view.etcd
                 .move_leader(&leader()?, *to)
                 .await
                 .map_err(etcd_error)?;
-            format!(
+            let note = format!(
                 "moved etcd leadership from {} to {}",
                 label(*from),
                 label(*to)
-            )
+            );
+            change("MoveLeader", machine_of(*from), note)
         }
         Action::RemoveMember { member, machine } => {
             view.etcd
                 .remove(&leader()?, *member)
                 .await
                 .map_err(etcd_error)?;
-            format!(
+            let note = format!(
                 "removed etcd member {} of deleting Machine {machine}",
                 label(*member)
-            )
+            );
+            change("RemoveMember", Some(machine.clone()), note)
         }
         Action::ReleaseHook { machine } => {
             annotate(ctx, namespace, machine, CLEANUP_HOOK_ANNOTATION, None).await?;
-            format!("Machine {machine} has no etcd member left; released its pre-terminate hook")
+            let note = format!(
+                "Machine {machine} has no etcd member left; released its pre-terminate hook"
+            );
+            change("ReleaseHook", Some(machine.clone()), note)
         }
         Action::RemoveOrphan { member } => {
             view.etcd
                 .remove(&leader()?, *member)
                 .await
                 .map_err(etcd_error)?;
-            format!(
+            let note = format!(
                 "removed etcd member {} that belongs to no Machine",
                 label(*member)
-            )
+            );
+            change("RemoveOrphan", None, note)
         }
     };
     Ok(Some(done))

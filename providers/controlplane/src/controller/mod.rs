@@ -45,6 +45,9 @@ pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 
 /// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal).
 const RESYNC: Duration = Duration::from_secs(300);
+/// How often a settled control plane with stacked etcd is looked at again: etcd changes (a learner that
+/// kubeadm left behind, a member that went down) raise no Kubernetes event.
+const ETCD_RESYNC: Duration = Duration::from_secs(30);
 /// How soon a waiting control plane is looked at again when no watch event arrives first.
 const WAIT: Duration = Duration::from_secs(10);
 /// Longest retry delay after repeated failures.
@@ -501,10 +504,19 @@ async fn apply(
     }
     report.etcd_membership(etcd_view.as_ref(), etcd_action.as_ref());
     if let (Some(Ok(view)), Some(action)) = (&etcd_view, &etcd_action)
-        && let Some(done) = etcd::execute(ctx, &namespace, view, action).await?
+        && let Some(done) = etcd::execute(ctx, &namespace, view, action, &gathered.machines).await?
     {
-        tracing::info!(kcp = %kcp.name_any(), "{done}");
-        publish(ctx, kcp, EventType::Normal, "EtcdMembershipChanged", &done).await;
+        tracing::info!(kcp = %kcp.name_any(), "{}", done.note);
+        publish_about(
+            ctx,
+            kcp,
+            EventType::Normal,
+            "EtcdMembershipChanged",
+            done.action,
+            &done.note,
+            done.machine.as_deref(),
+        )
+        .await;
         report.write(ctx, kcp).await?;
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
@@ -519,7 +531,18 @@ async fn apply(
         etcd_refuses_member: etcd_refuses_member.as_deref(),
     });
     report.observe(&desired, &gathered.machines, &plan, initialized);
-    let outcome = take_step(ctx, kcp, cluster, &desired, plan.step).await;
+    let waiting_on_etcd = matches!(etcd_action, Some(crate::etcd_membership::Action::Wait(_)));
+    let outcome = take_step(ctx, kcp, cluster, &desired, plan.step)
+        .await
+        .map(|action| {
+            if waiting_on_etcd {
+                Action::requeue(WAIT)
+            } else if !desired.external_etcd && action == Action::requeue(RESYNC) {
+                Action::requeue(ETCD_RESYNC)
+            } else {
+                action
+            }
+        });
     if let Err(Error::Infrastructure(message)) = &outcome {
         report.machines_created(Err(message));
         publish(
@@ -551,7 +574,16 @@ async fn take_step(
         Step::Initialize { failure_domain } => {
             let name = machines::create(ctx, kcp, cluster, desired, failure_domain, true).await?;
             let note = format!("created Machine {name} to initialize the control plane");
-            publish(ctx, kcp, EventType::Normal, "MachineCreated", &note).await;
+            publish_about(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "MachineCreated",
+                "Create",
+                &note,
+                Some(&name),
+            )
+            .await;
             Ok(Action::requeue(WAIT))
         }
         Step::ScaleUp {
@@ -564,7 +596,16 @@ async fn take_step(
                 plan::Purpose::Rollout => format!("to roll out generation {}", desired.generation),
             };
             let note = format!("created Machine {name} {why}");
-            publish(ctx, kcp, EventType::Normal, "MachineCreated", &note).await;
+            publish_about(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "MachineCreated",
+                "Create",
+                &note,
+                Some(&name),
+            )
+            .await;
             Ok(Action::requeue(WAIT))
         }
         Step::ScaleDown { machine, purpose } => {
@@ -574,7 +615,16 @@ async fn take_step(
                 plan::Purpose::Rollout => "because it is outdated",
             };
             let note = format!("deleting Machine {machine} {why}");
-            publish(ctx, kcp, EventType::Normal, "MachineDeleted", &note).await;
+            publish_about(
+                ctx,
+                kcp,
+                EventType::Normal,
+                "MachineDeleted",
+                "Delete",
+                &note,
+                Some(&machine),
+            )
+            .await;
             Ok(Action::requeue(WAIT))
         }
     }
@@ -813,12 +863,33 @@ async fn publish(
     reason: &str,
     note: &str,
 ) {
+    publish_about(ctx, kcp, type_, reason, "Reconcile", note, None).await;
+}
+
+/// An Event on the control plane, about `machine` when given. Events of one reason, action and machine
+/// are aggregated into a series by the recorder, so each machine gets its own.
+async fn publish_about(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+    machine: Option<&str>,
+) {
+    let secondary = machine.map(|name| k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("cluster.x-k8s.io/v1beta2".into()),
+        kind: Some("Machine".into()),
+        name: Some(name.to_owned()),
+        namespace: kcp.namespace(),
+        ..Default::default()
+    });
     let event = Event {
         type_,
         reason: reason.into(),
         note: Some(note.into()),
-        action: "Reconcile".into(),
-        secondary: None,
+        action: action.into(),
+        secondary,
     };
     if let Err(e) = ctx.recorder.publish(&event, &kcp.object_ref(&())).await {
         tracing::debug!(error = %e, "event not recorded");

@@ -1,0 +1,336 @@
+//! What the control-plane integration tests share: a management plane with our CRDs, a Cluster and a
+//! KubeadmControlPlane, the core Cluster API stand-in, and waits on the control plane's status. The
+//! workload cluster is the management apiserver itself: the tests hand the controller that server's CA as
+//! the cluster CA, so the kubeconfig the controller issues works against it.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_controlplane::controller::{self, Settings};
+use kubeadm_runtime::Shutdown;
+use serde_json::{Value, json};
+use testenv::ManagementPlane;
+use testenv::core_double::{CoreDouble, EtcdSim};
+
+pub const NS: &str = "default";
+pub static EXTERNAL_ETCD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({
+        "endpoints": ["https://etcd.example:2379"],
+        "caFile": "/etc/etcd/ca.crt", "certFile": "/etc/etcd/client.crt", "keyFile": "/etc/etcd/client.key",
+    })
+});
+pub const CLUSTER: &str = "prod";
+pub const KCP: &str = "prod-control-plane";
+/// Bound on every wait; a converging control plane needs a few seconds per machine.
+pub const CONVERGE: Duration = Duration::from_secs(120);
+
+pub struct Env {
+    pub plane: ManagementPlane,
+    pub client: kube::Client,
+    pub core: CoreDouble,
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+pub fn sim_resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    ))
+}
+
+pub async fn setup(replicas: i32, template: &str, start_controller: bool) -> Env {
+    setup_with(replicas, template, start_controller, false).await
+}
+
+/// Like [`setup`]; with `stacked_etcd`, the control plane runs etcd on its machines: the stand-in starts a
+/// real etcd member per node, with the CA the test gives the controller as `<cluster>-etcd`.
+pub async fn setup_with(
+    replicas: i32,
+    template: &str,
+    start_controller: bool,
+    stacked_etcd: bool,
+) -> Env {
+    let plane = ManagementPlane::start()
+        .await
+        .expect("management plane starts");
+    let client = plane.client().await.unwrap();
+    let mut crds = kubeadm_api::crd::provider_crds();
+    crds.extend(kubeadm_api::crd::core_crds());
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/sim-infrastructure-crds.yaml"
+    ))
+    .unwrap();
+    crds.extend(serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap());
+    plane.install_crds(&crds).await.unwrap();
+
+    // The workload cluster is this apiserver: its CA becomes the cluster CA.
+    let ca = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{CLUSTER}-ca")),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        type_: Some("cluster.x-k8s.io/secret".into()),
+        string_data: Some(
+            [
+                ("tls.crt".to_owned(), plane.apiserver().ca_pem().to_owned()),
+                (
+                    "tls.key".to_owned(),
+                    plane.apiserver().ca_key_pem().to_owned(),
+                ),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &ca)
+        .await
+        .unwrap();
+
+    let etcd_sim = if stacked_etcd {
+        let ca = testenv::pki::Ca::new("etcd-ca").unwrap();
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("{CLUSTER}-etcd")),
+                namespace: Some(NS.into()),
+                ..Default::default()
+            },
+            type_: Some("cluster.x-k8s.io/secret".into()),
+            string_data: Some(
+                [
+                    ("tls.crt".to_owned(), ca.cert_pem().to_owned()),
+                    ("tls.key".to_owned(), ca.key_pem().to_owned()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(client.clone(), NS)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        Some(EtcdSim {
+            dir: plane.dir().join("workload-etcd"),
+            ca: (ca.cert_pem().to_owned(), ca.key_pem().to_owned()),
+        })
+    } else {
+        None
+    };
+
+    sim_template(&client, template).await;
+    let url = plane
+        .apiserver()
+        .url()
+        .trim_start_matches("https://")
+        .to_owned();
+    let (host, port) = url.rsplit_once(':').unwrap();
+    let cluster: Cluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": { "name": CLUSTER, "namespace": NS },
+        "spec": {
+            "controlPlaneEndpoint": { "host": host, "port": port.parse::<i32>().unwrap() },
+            "controlPlaneRef": { "apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": KCP },
+        },
+    }))
+    .unwrap();
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let cluster = clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    clusters
+        .patch_status(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({ "status": { "initialization": { "infrastructureProvisioned": true } } }),
+            ),
+        )
+        .await
+        .unwrap();
+    let mut cluster_configuration =
+        json!({ "apiServer": { "extraArgs": [{ "name": "profiling", "value": "false" }] } });
+    if !stacked_etcd {
+        // etcd outside the machines: these tests are about machines; the etcd lifecycle has its own.
+        cluster_configuration["etcd"] = json!({ "external": EXTERNAL_ETCD.clone() });
+    }
+    let kcp: KubeadmControlPlane = serde_json::from_value(json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+        "metadata": {
+            "name": KCP, "namespace": NS,
+            "labels": { "cluster.x-k8s.io/cluster-name": CLUSTER },
+            "ownerReferences": [{ "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": CLUSTER, "uid": cluster.uid().unwrap() }],
+        },
+        "spec": {
+            "replicas": replicas,
+            "version": "v1.33.1",
+            "machineTemplate": {
+                "metadata": { "labels": { "team": "platform" } },
+                "spec": { "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": template } },
+            },
+            "kubeadmConfigSpec": {
+                "clusterConfiguration": cluster_configuration,
+                "initConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
+                "joinConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
+            },
+        },
+    }))
+    .unwrap();
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &kcp)
+        .await
+        .unwrap();
+
+    let core = CoreDouble::start_with(client.clone(), NS, Duration::from_millis(200), etcd_sim);
+    let mut tasks = Vec::new();
+    if start_controller {
+        tasks.push(start(&client));
+    }
+    Env {
+        plane,
+        client,
+        core,
+        tasks,
+    }
+}
+
+pub fn start(client: &kube::Client) -> tokio::task::JoinHandle<()> {
+    start_with(
+        client,
+        Settings {
+            leftover_grace: Duration::from_secs(1),
+            ..Settings::default()
+        },
+    )
+}
+
+pub fn start_with(client: &kube::Client, settings: Settings) -> tokio::task::JoinHandle<()> {
+    let (_trigger, shutdown) = Shutdown::channel();
+    let client = client.clone();
+    tokio::spawn(async move {
+        let _keep = _trigger;
+        controller::run(client, settings, shutdown).await;
+    })
+}
+
+pub async fn sim_template(client: &kube::Client, name: &str) {
+    let resource = sim_resource("SimMachineTemplate");
+    let mut template = DynamicObject::new(name, &resource).within(NS);
+    template.data = json!({ "spec": { "template": {
+        "metadata": { "labels": { "sim.example/flavor": "small" } },
+        "spec": { "image": format!("node-{name}") },
+    } } });
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &resource)
+        .create(&PostParams::default(), &template)
+        .await
+        .unwrap();
+}
+
+pub async fn kcp(client: &kube::Client) -> KubeadmControlPlane {
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .get(KCP)
+        .await
+        .unwrap()
+}
+
+pub async fn machines(client: &kube::Client) -> Vec<Machine> {
+    let mut items = Api::<Machine>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    items.sort_by_key(|m| m.creation_timestamp().map(|t| t.0));
+    items
+}
+
+pub fn condition<'a>(
+    kcp: &'a KubeadmControlPlane,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    kcp.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Waits until the control plane has `replicas` machines, all up to date with a Node and none deleting,
+/// and the status says so.
+pub async fn wait_converged(env: &Env, replicas: usize, what: &str) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let kcp = kcp(&env.client).await;
+        let status = kcp.status.clone().unwrap_or_default();
+        let machines = machines(&env.client).await;
+        let settled = machines.len() == replicas
+            && machines
+                .iter()
+                .all(|m| m.meta().deletion_timestamp.is_none())
+            && status.replicas == Some(replicas as i32)
+            && status.up_to_date_replicas == Some(replicas as i32)
+            && status.ready_replicas == Some(replicas as i32)
+            && condition(&kcp, "MachinesUpToDate").is_some_and(|c| c.status == "True");
+        if settled {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not converged: status {status:?}, machines {:?}",
+            machines
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+pub async fn patch_kcp(client: &kube::Client, spec: Value) {
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .patch(
+            KCP,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await
+        .unwrap();
+}
+
+pub async fn cloned_from(env: &Env) -> Vec<String> {
+    let resource = sim_resource("SimMachine");
+    let mut names: Vec<String> =
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), NS, &resource)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .filter_map(|o| {
+                o.annotations()
+                    .get("cluster.x-k8s.io/cloned-from-name")
+                    .cloned()
+            })
+            .collect();
+    names.sort();
+    names
+}

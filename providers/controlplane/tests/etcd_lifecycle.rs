@@ -1,0 +1,259 @@
+//! Stacked etcd under the control plane, against real etcd 3.4 members (one per simulated node, joining
+//! as learners the way kubeadm joins them) and the real apiserver: learners promoted by the controller,
+//! a generation rollout that hands leadership over before a leader's machine goes and removes each member
+//! before its machine's hook is released, a member that never started removed, and writes to etcd that
+//! keep working throughout.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+use kubeadm_controlplane::controller::Settings;
+use kubeadm_controlplane::machines::CLEANUP_HOOK_ANNOTATION;
+use serde_json::json;
+use testenv::core_double::connect_running;
+
+/// Members as (name, is learner), sorted by name.
+async fn members(env: &Env) -> Vec<(String, bool)> {
+    let Some(mut client) = env.core.etcd_client().await else {
+        return Vec::new();
+    };
+    let Ok(list) = client.member_list().await else {
+        return Vec::new();
+    };
+    let mut members: Vec<(String, bool)> = list
+        .members()
+        .iter()
+        .map(|m| (m.name().to_owned(), m.is_learner()))
+        .collect();
+    members.sort();
+    members
+}
+
+/// The members the machines should have: one voter per machine, named after its node.
+async fn expected_members(env: &Env) -> Vec<(String, bool)> {
+    let mut expected: Vec<(String, bool)> = machines(&env.client)
+        .await
+        .iter()
+        .map(|m| (format!("node-{}", m.name_any()), false))
+        .collect();
+    expected.sort();
+    expected
+}
+
+async fn wait_members_match_machines(env: &Env, what: &str) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let (have, want) = (members(env).await, expected_members(env).await);
+        if have == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: etcd members {have:?}, machines want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The Machines that membership changes of this kind were made for, one entry per Event series (the
+/// recorder aggregates repeats for the same machine), with the first note.
+async fn changes(env: &Env, action: &str) -> Vec<(Option<String>, String)> {
+    Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("EtcdMembershipChanged"))
+        .filter(|e| e.action.as_deref() == Some(action))
+        .map(|e| (e.related.and_then(|r| r.name), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Writes to etcd every 100 ms through whichever members run; returns the longest stretch without a
+/// successful write. A leadership change and the client finding the new leader take a few seconds on
+/// loopback; losing quorum would stop writes for good.
+fn keep_writing(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Duration> {
+    let core = env.core.etcd_handle();
+    let longest = Arc::new(AtomicU64::new(0));
+    tokio::spawn(async move {
+        let mut last_ok = Instant::now();
+        let mut i = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            i += 1;
+            let ok = async {
+                let mut client = connect_running(&core).await?;
+                let put = client.put(format!("k{}", i % 10), "v", None);
+                tokio::time::timeout(Duration::from_secs(2), put)
+                    .await
+                    .ok()?
+                    .ok()
+            }
+            .await
+            .is_some();
+            if ok {
+                last_ok = Instant::now();
+            } else {
+                let gap = last_ok.elapsed().as_millis() as u64;
+                longest.fetch_max(gap, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Duration::from_millis(longest.load(Ordering::Relaxed))
+    })
+}
+
+#[tokio::test]
+async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first() {
+    let env = setup_with(1, "prod-control-plane-genc01", true, true).await;
+    wait_converged(&env, 1, "initial").await;
+    wait_members_match_machines(&env, "initial").await;
+    let first = machines(&env.client).await.remove(0);
+    assert!(
+        first.annotations().contains_key(CLEANUP_HOOK_ANNOTATION),
+        "machines carry the cleanup hook"
+    );
+
+    // 1 → 3: every join arrives as a learner; the controller promotes it.
+    patch_kcp(&env.client, json!({ "replicas": 3 })).await;
+    wait_converged(&env, 3, "scale up").await;
+    wait_members_match_machines(&env, "scale up").await;
+    let promoted = changes(&env, "PromoteLearner").await;
+    assert_eq!(
+        promoted.len(),
+        2,
+        "one promotion per joined machine: {promoted:?}"
+    );
+    assert!(
+        promoted.iter().all(|(machine, _)| machine.is_some()),
+        "{promoted:?}"
+    );
+
+    // A generation bump replaces all three: each leaving member goes before its machine, the leader's
+    // leadership moves first, and etcd keeps taking writes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = keep_writing(&env, stop.clone());
+    sim_template(&env.client, "prod-control-plane-genc02").await;
+    env.core.observe(|o| o.deleted.clear());
+    patch_kcp(&env.client, json!({ "machineTemplate": { "spec": { "infrastructureRef": {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "prod-control-plane-genc02" } } } })).await;
+    let deadline = Instant::now() + CONVERGE;
+    while env.core.observe(|o| o.deleted.len()) < 3 {
+        if Instant::now() > deadline {
+            let kcp = kcp(&env.client).await;
+            let conditions: Vec<String> = kcp
+                .status
+                .iter()
+                .flat_map(|s| &s.conditions)
+                .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
+                .collect();
+            panic!(
+                "rollout did not finish: members {:?}, machines {:?}, conditions {conditions:#?}",
+                members(&env).await,
+                machines(&env.client)
+                    .await
+                    .iter()
+                    .map(|m| (m.name_any(), m.meta().deletion_timestamp.is_some()))
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_converged(&env, 3, "rollout").await;
+    wait_members_match_machines(&env, "rollout").await;
+    stop.store(true, Ordering::Relaxed);
+    let longest_gap = writer.await.unwrap();
+    assert!(
+        longest_gap < Duration::from_secs(10),
+        "etcd took no writes for {longest_gap:?}"
+    );
+    let removed = changes(&env, "RemoveMember").await;
+    assert_eq!(
+        removed.len(),
+        3,
+        "each old machine's member removed: {removed:?}"
+    );
+    let released = changes(&env, "ReleaseHook").await;
+    assert_eq!(
+        released.len(),
+        3,
+        "each old machine's hook released: {released:?}"
+    );
+    let moved = changes(&env, "MoveLeader").await;
+    assert!(
+        !moved.is_empty(),
+        "the first leader left without handing over"
+    );
+    println!("longest stretch without an etcd write during the rollout: {longest_gap:?}");
+}
+
+#[tokio::test]
+async fn a_member_that_never_started_is_removed_while_the_voters_keep_quorum() {
+    let mut env = setup_with(3, "prod-control-plane-genc01", false, true).await;
+    env.tasks.push(start_with(
+        &env.client,
+        Settings {
+            unstarted_grace: k8s_openapi::jiff::SignedDuration::from_secs(3),
+            ..Settings::default()
+        },
+    ));
+    wait_converged(&env, 3, "initial").await;
+    wait_members_match_machines(&env, "initial").await;
+
+    // A join that died after adding its member: etcd lists a learner that never starts.
+    let mut client = env.core.etcd_client().await.expect("etcd runs");
+    // Right after the last promotion etcd refuses membership changes for a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let add = client
+            .member_add(
+                ["https://127.0.0.1:1"],
+                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+            )
+            .await;
+        match add {
+            Ok(_) => break,
+            Err(e) if e.to_string().contains("unhealthy cluster") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("etcd refused the learner: {e}"),
+        }
+    }
+    let added = Instant::now();
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let list = client.member_list().await.unwrap();
+        if list.members().len() == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unstarted learner was never removed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "unstarted learner removed {:?} after it was added (grace 3 s)",
+        added.elapsed()
+    );
+    wait_members_match_machines(&env, "after the removal").await;
+    client
+        .put("still", "writable", None)
+        .await
+        .expect("quorum kept");
+    let removed = changes(&env, "RemoveUnstartedMember").await;
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert!(
+        removed[0]
+            .1
+            .starts_with("removed etcd member that never started"),
+        "{removed:?}"
+    );
+}
