@@ -22,7 +22,7 @@ pub struct ManagerProcess {
 #[derive(Clone, Debug)]
 pub struct WebhookServing {
     pub port: u16,
-    /// Holds `tls.crt` and `tls.key`, as `--webhook-cert-dir` expects.
+    /// Holds `tls.crt` and `tls.key`, as `--webhook-cert-dir` expects, and the CA as `ca.crt`.
     pub cert_dir: PathBuf,
     /// The CA to put in a webhook configuration's `caBundle`.
     pub ca_pem: String,
@@ -36,6 +36,7 @@ impl WebhookServing {
         std::fs::create_dir_all(cert_dir)
             .map_err(|e| Error::io(format!("create {}", cert_dir.display()), e))?;
         pair.write(cert_dir, "tls")?;
+        crate::write_file(&cert_dir.join("ca.crt"), ca.cert_pem().as_bytes())?;
         Ok(Self {
             port: ports::free_port()?,
             cert_dir: cert_dir.to_path_buf(),
