@@ -27,8 +27,9 @@ check-manifests: ## Fail when generated manifests are stale
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv
 
-bench: ## Benchmarks (render throughput), numbers printed, nothing asserted
+bench: ## Benchmarks (render throughput, webhook latency), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render
+	$(CARGO) bench -p kubeadm-webhook --bench admission
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

@@ -14,6 +14,7 @@ pub mod pki;
 pub mod ports;
 pub mod probe;
 pub mod process;
+pub mod webhooks;
 
 use std::path::Path;
 use std::time::Duration;

@@ -9,4 +9,5 @@ pub mod controller;
 pub mod init_lock;
 pub mod render;
 pub mod tokens;
+pub mod webhooks;
 pub mod workload;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use kubeadm_api::offline::BOOTSTRAP_GROUP;
-use kubeadm_bootstrap::controller;
+use kubeadm_bootstrap::{controller, webhooks};
 use kubeadm_runtime::validate::{ValidateArgs, run_validate};
-use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
+use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager_with_webhooks};
 
 mod render_command;
 
@@ -80,19 +80,23 @@ async fn main() -> ExitCode {
                 namespace: args.manager.namespace.clone(),
                 watch_filter: args.manager.watch_filter.clone(),
             };
-            let result = run_manager(
-                &MANAGER,
-                &args.manager,
-                |client, readiness, shutdown| async move {
-                    controller::preflight(&client)
-                        .await
-                        .map_err(kubeadm_runtime::manager::Error::Controller)?;
-                    readiness.set_ready(true);
-                    controller::run(client, settings, shutdown).await;
-                    Ok(())
-                },
-            )
-            .await;
+            let result =
+                run_manager_with_webhooks(
+                    &MANAGER,
+                    &args.manager,
+                    |_client, webhook, shutdown| async move {
+                        webhooks::start(&webhook, shutdown).await
+                    },
+                    |client, readiness, shutdown| async move {
+                        controller::preflight(&client)
+                            .await
+                            .map_err(kubeadm_runtime::manager::Error::Controller)?;
+                        readiness.set_ready(true);
+                        controller::run(client, settings, shutdown).await;
+                        Ok(())
+                    },
+                )
+                .await;
             exit_code("bootstrap-manager", result)
         }
         Command::Crds => {

@@ -4,6 +4,7 @@
 //! is safe to act, which etcd membership change comes next) are pure functions over plain data in [`desired`],
 //! [`up_to_date`], [`selection`], [`preflight`], [`plan`] and [`etcd_membership`]; [`controller`] gathers the
 //! state from the API server, asks [`plan::next_step`] and applies the one step it returns.
+//! [`webhooks`] serves the admission and conversion webhooks of its kinds.
 
 /// Field manager of every server-side apply this provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
@@ -20,3 +21,4 @@ pub mod plan;
 pub mod preflight;
 pub mod selection;
 pub mod up_to_date;
+pub mod webhooks;

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use kubeadm_api::offline::CONTROLPLANE_GROUP;
-use kubeadm_controlplane::controller;
+use kubeadm_controlplane::{controller, webhooks};
 use kubeadm_runtime::validate::{ValidateArgs, run_validate};
-use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager};
+use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager_with_webhooks};
 
 const MANAGER: Manager = Manager {
     name: "controlplane-manager",
@@ -44,14 +44,22 @@ async fn main() -> ExitCode {
                 watch_filter: args.watch_filter.clone(),
                 ..controller::Settings::default()
             };
-            let result = run_manager(&MANAGER, &args, |client, readiness, shutdown| async move {
-                controller::preflight(&client)
-                    .await
-                    .map_err(kubeadm_runtime::manager::Error::Controller)?;
-                readiness.set_ready(true);
-                controller::run(client, settings, shutdown).await;
-                Ok(())
-            })
+            let namespace = args.namespace.clone();
+            let result = run_manager_with_webhooks(
+                &MANAGER,
+                &args,
+                |client, webhook, shutdown| async move {
+                    webhooks::start(client, &namespace, &webhook, shutdown).await
+                },
+                |client, readiness, shutdown| async move {
+                    controller::preflight(&client)
+                        .await
+                        .map_err(kubeadm_runtime::manager::Error::Controller)?;
+                    readiness.set_ready(true);
+                    controller::run(client, settings, shutdown).await;
+                    Ok(())
+                },
+            )
             .await;
             exit_code("controlplane-manager", result)
         }

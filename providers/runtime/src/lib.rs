@@ -1,6 +1,6 @@
 //! What both managers share: command-line options, the API server connection, `/healthz` + `/readyz`,
-//! Prometheus `/metrics`, Lease-based leader election, logging setup, graceful shutdown, and the
-//! offline `validate` command.
+//! Prometheus `/metrics`, the webhook server's options and its start on every replica, Lease-based
+//! leader election, logging setup, graceful shutdown, and the offline `validate` command.
 
 pub mod health;
 pub mod leader;
@@ -10,4 +10,7 @@ pub mod shutdown;
 pub mod telemetry;
 pub mod validate;
 
-pub use manager::{Manager, ManagerArgs, Shutdown, exit_code, run_manager};
+pub use manager::{
+    Manager, ManagerArgs, Serving, Shutdown, WebhookArgs, exit_code, run_manager,
+    run_manager_with_webhooks,
+};

@@ -1,10 +1,14 @@
-//! The skeleton every manager runs: connect to the API server, serve health endpoints, become leader
-//! if asked to, run the controllers until a shutdown signal, then stop them in order.
+//! The skeleton every manager runs: connect to the API server, serve health endpoints, start the
+//! webhook server (on every replica), become leader if asked to, run the controllers until a
+//! shutdown signal, then stop them in order.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
+
+use kubeadm_api::webhook::{WEBHOOK_CERT_DIR, WEBHOOK_PORT};
 
 use crate::health::{self, Readiness};
 use crate::leader::{self, Leader, LeaderElector};
@@ -51,7 +55,35 @@ pub struct ManagerArgs {
     /// `kubeadm-bootstrap-manager-leader-election-capi`, so Go and Rust replicas exclude each other].
     #[arg(long, value_name = "NAME")]
     pub leader_election_id: Option<String>,
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
 }
+
+/// Options of the admission and conversion webhook server, which every replica runs.
+#[derive(Clone, Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// Port of the HTTPS webhook server; 0 turns it off.
+    #[arg(long, default_value_t = WEBHOOK_PORT, value_name = "PORT")]
+    pub webhook_port: u16,
+    /// Folder holding the serving certificate `tls.crt` and its key `tls.key`; a renewed pair is
+    /// picked up without a restart.
+    #[arg(long, default_value = WEBHOOK_CERT_DIR, value_name = "DIR")]
+    pub webhook_cert_dir: PathBuf,
+    /// Address the webhook server listens on.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED), value_name = "IP")]
+    pub webhook_bind_address: IpAddr,
+}
+
+impl WebhookArgs {
+    /// Where the webhook server listens, or `None` when `--webhook-port=0` turns it off.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        (self.webhook_port != 0)
+            .then(|| SocketAddr::new(self.webhook_bind_address, self.webhook_port))
+    }
+}
+
+/// A running webhook server, stopped by the [`Shutdown`] it was started with.
+pub type Serving = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -71,6 +103,8 @@ pub enum Error {
     LostLeadership(#[from] leader::Lost),
     #[error("{0}")]
     Controller(String),
+    #[error("cannot serve webhooks: {0}")]
+    Webhooks(String),
 }
 
 /// Who a manager is: its name (logs, exit messages) and the Lease its replicas compete for by default.
@@ -166,7 +200,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// Runs a manager: logs, connects, serves health, waits for the leader election Lease when
 /// `--leader-elect` is on, runs `controllers` until SIGTERM/SIGINT (or until they end), lets them
-/// finish, releases the Lease, then shuts the health server down.
+/// finish, releases the Lease, then shuts the health server down. The webhook flags are ignored; see
+/// [`run_manager_with_webhooks`].
 ///
 /// `/healthz` answers while the manager waits for the Lease; `/readyz` is left to the controllers, so a
 /// replica that does not lead stays unready. A leader that loses its Lease returns
@@ -178,6 +213,44 @@ pub async fn run_manager<F, Fut>(
     controllers: F,
 ) -> Result<(), Error>
 where
+    F: FnOnce(kube::Client, Readiness, Shutdown) -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
+{
+    run(manager, args, None::<NoWebhooks>, controllers).await
+}
+
+type NoWebhooks =
+    fn(kube::Client, WebhookArgs, Shutdown) -> std::future::Ready<Result<Serving, Error>>;
+
+/// [`run_manager`] that also serves webhooks on every replica, leader or not, unless
+/// `--webhook-port=0`. `webhooks` gets the client, the webhook options and the [`Shutdown`] that
+/// stops the server; it returns once the server listens with its certificate loaded (an error, e.g.
+/// a missing `tls.crt`, stops the manager before it competes for the Lease) and hands back the
+/// serving future, which runs until shutdown. `/readyz` turns ready only once it has returned.
+pub async fn run_manager_with_webhooks<W, WFut, F, Fut>(
+    manager: &Manager,
+    args: &ManagerArgs,
+    webhooks: W,
+    controllers: F,
+) -> Result<(), Error>
+where
+    W: FnOnce(kube::Client, WebhookArgs, Shutdown) -> WFut,
+    WFut: Future<Output = Result<Serving, Error>>,
+    F: FnOnce(kube::Client, Readiness, Shutdown) -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
+{
+    run(manager, args, Some(webhooks), controllers).await
+}
+
+async fn run<W, WFut, F, Fut>(
+    manager: &Manager,
+    args: &ManagerArgs,
+    webhooks: Option<W>,
+    controllers: F,
+) -> Result<(), Error>
+where
+    W: FnOnce(kube::Client, WebhookArgs, Shutdown) -> WFut,
+    WFut: Future<Output = Result<Serving, Error>>,
     F: FnOnce(kube::Client, Readiness, Shutdown) -> Fut,
     Fut: Future<Output = Result<(), Error>>,
 {
@@ -211,13 +284,41 @@ where
             .into_future(),
     );
 
-    let start = {
-        let readiness = readiness.clone();
-        move || controllers(client, readiness, Shutdown(stop_rx))
-    };
-    let result = lead_and_run(elector, start, &readiness, &stop_tx).await;
-    readiness.set_ready(false);
+    // One signal listener for every phase, so a signal between them is not missed.
+    let signal = crate::shutdown::signalled();
+    tokio::pin!(signal);
+    let mut webhook_server = None;
+    let result = async {
+        match (webhooks, args.webhook.addr()) {
+            (Some(start), Some(_)) => {
+                readiness.webhooks_starting();
+                let serving = tokio::select! {
+                    serving = start(client.clone(), args.webhook.clone(), Shutdown(stop_rx.clone())) => serving?,
+                    _ = &mut signal => return Ok(()),
+                };
+                webhook_server = Some(tokio::spawn(serving));
+                readiness.webhooks_ready();
+            }
+            (Some(_), None) => tracing::info!("webhook server turned off (--webhook-port=0)"),
+            (None, _) => {}
+        }
+        let start = {
+            let readiness = readiness.clone();
+            move || {
+                readiness.controllers_starting();
+                controllers(client, readiness, Shutdown(stop_rx))
+            }
+        };
+        lead_and_run(elector, start, &readiness, &stop_tx, signal).await
+    }
+    .await;
+    readiness.stopping();
     let _ = stop_tx.send(true);
+    if let Some(server) = webhook_server
+        && let Err(e) = server.await
+    {
+        tracing::warn!(error = %e, "webhook server task failed");
+    }
     match health.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "health server ended with an error"),
@@ -234,13 +335,11 @@ async fn lead_and_run<Fut>(
     start: impl FnOnce() -> Fut,
     readiness: &Readiness,
     stop: &tokio::sync::watch::Sender<bool>,
+    mut signal: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<(), Error>
 where
     Fut: Future<Output = Result<(), Error>>,
 {
-    // One signal listener for both phases, so a signal between them is not missed.
-    let signal = crate::shutdown::signalled();
-    tokio::pin!(signal);
     let mut leader = match elector {
         None => None,
         Some(elector) => tokio::select! {
@@ -254,7 +353,7 @@ where
         r = &mut controllers => r,
         lost = lost(&mut leader) => return Err(lost.into()),
         _ = &mut signal => {
-            readiness.set_ready(false);
+            readiness.stopping();
             let _ = stop.send(true);
             tokio::select! {
                 r = tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers) => match r {
@@ -343,6 +442,28 @@ mod tests {
             leader::pod_namespace().unwrap_or_else(|| "default".into())
         );
         assert_eq!(lease, "kubeadm-bootstrap-manager-leader-election-capi");
+    }
+
+    #[test]
+    fn webhooks_listen_on_9443_with_controller_runtimes_cert_dir_unless_turned_off() {
+        let args = parse(&[]).webhook;
+        assert_eq!(args.addr(), Some(([0, 0, 0, 0], 9443).into()));
+        assert_eq!(
+            args.webhook_cert_dir,
+            PathBuf::from("/tmp/k8s-webhook-server/serving-certs")
+        );
+        let args = parse(&[
+            "--webhook-port",
+            "10443",
+            "--webhook-bind-address",
+            "127.0.0.1",
+            "--webhook-cert-dir",
+            "/certs",
+        ])
+        .webhook;
+        assert_eq!(args.addr(), Some(([127, 0, 0, 1], 10443).into()));
+        assert_eq!(args.webhook_cert_dir, PathBuf::from("/certs"));
+        assert_eq!(parse(&["--webhook-port=0"]).webhook.addr(), None);
     }
 
     #[test]

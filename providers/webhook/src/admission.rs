@@ -102,6 +102,15 @@ impl Denial {
         )
     }
 
+    /// [`Denial::invalid_object`] for the rules `object` broke, as the rules beside our kinds report
+    /// them.
+    pub fn from_field_errors<K>(object: &K, errors: kubeadm_api::validation::FieldErrors) -> Self
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Self::invalid_object(object, errors.into_iter().map(FieldError::from))
+    }
+
     /// The request is not allowed as a whole (code 403, reason `Forbidden`).
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::plain(403, "Forbidden", message.into())
@@ -298,6 +307,30 @@ impl FieldError {
             body.push_str(&self.detail);
         }
         body
+    }
+}
+
+impl From<kubeadm_api::validation::ErrorKind> for FieldErrorKind {
+    fn from(kind: kubeadm_api::validation::ErrorKind) -> Self {
+        use kubeadm_api::validation::ErrorKind;
+        match kind {
+            ErrorKind::Required => FieldErrorKind::Required,
+            ErrorKind::Invalid => FieldErrorKind::Invalid,
+            ErrorKind::Forbidden => FieldErrorKind::Forbidden,
+            ErrorKind::Duplicate => FieldErrorKind::Duplicate,
+        }
+    }
+}
+
+/// A broken rule of our kinds. The rules keep the offending value as text; an integer is shown as
+/// a number (`Invalid value: 2`), anything else quoted, as Kubernetes shows its own values.
+impl From<kubeadm_api::validation::FieldError> for FieldError {
+    fn from(error: kubeadm_api::validation::FieldError) -> Self {
+        let value = error.value.map(|text| match text.parse::<i64>() {
+            Ok(number) => Value::from(number),
+            Err(_) => Value::String(text),
+        });
+        Self::new(error.path, error.kind.into(), value, error.rule)
     }
 }
 
@@ -551,6 +584,49 @@ mod tests {
             "spec.users[0].passwd: Invalid value: must be a hash"
         );
         assert_eq!(error.kind.cause_type(), "FieldValueInvalid");
+    }
+
+    #[test]
+    fn broken_rules_of_our_kinds_become_field_causes() {
+        use kubeadm_api::controlplane::v1beta2::{KubeadmControlPlane, KubeadmControlPlaneSpec};
+        use kubeadm_api::validation::{FieldError as RuleError, FieldErrors};
+
+        let kcp = KubeadmControlPlane::new("cp", KubeadmControlPlaneSpec::default());
+        let denial = Denial::from_field_errors(
+            &kcp,
+            FieldErrors(vec![
+                RuleError::invalid("spec.replicas", 2, "cannot be even"),
+                RuleError::invalid("spec.version", "1.30", "must start with v"),
+                RuleError::invalid_hidden("spec.kubeadmConfigSpec.files[0]", "one source only"),
+                RuleError::required("spec.version", "is required"),
+                RuleError::forbidden("spec.kubeadmConfigSpec.format", "cannot be changed"),
+                RuleError::duplicate("spec.kubeadmConfigSpec.files[1].path", "/a", "unique"),
+            ]),
+        );
+        assert_eq!(denial.code(), 422);
+        let shown: Vec<String> = denial
+            .field_errors()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "spec.replicas: Invalid value: 2: cannot be even",
+                r#"spec.version: Invalid value: "1.30": must start with v"#,
+                "spec.kubeadmConfigSpec.files[0]: Invalid value: one source only",
+                "spec.version: Required value: is required",
+                "spec.kubeadmConfigSpec.format: Forbidden: cannot be changed",
+                r#"spec.kubeadmConfigSpec.files[1].path: Duplicate value: "/a": unique"#,
+            ]
+        );
+        assert!(
+            denial
+                .message()
+                .starts_with(r#"KubeadmControlPlane.controlplane.cluster.x-k8s.io "cp" is invalid: [spec.replicas"#),
+            "{}",
+            denial.message()
+        );
     }
 
     #[test]

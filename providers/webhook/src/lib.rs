@@ -59,6 +59,25 @@ pub use server::{
 pub use serving_cert::{DEFAULT_CERT_DIR, TlsFiles};
 pub use typed::Change;
 
+/// Starts `server` the way the managers do: on `--webhook-bind-address` and `--webhook-port`, with
+/// the certificate from `--webhook-cert-dir` (failing now, naming the file, when it cannot be
+/// loaded). The returned future serves until `shutdown`; the manager runs it on every replica.
+pub async fn serve_for_manager(
+    server: WebhookServer,
+    args: &kubeadm_runtime::WebhookArgs,
+    shutdown: kubeadm_runtime::Shutdown,
+) -> Result<kubeadm_runtime::Serving, kubeadm_runtime::manager::Error> {
+    let failed = |e: Error| kubeadm_runtime::manager::Error::Webhooks(e.to_string());
+    let addr = args.addr().ok_or_else(|| {
+        kubeadm_runtime::manager::Error::Webhooks("turned off by --webhook-port=0".into())
+    })?;
+    let listening = server
+        .listen_at(addr, &args.webhook_cert_dir)
+        .await
+        .map_err(failed)?;
+    Ok(Box::pin(listening.serve(shutdown.wait())))
+}
+
 /// Why the webhook server cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

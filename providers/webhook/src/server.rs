@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,16 @@ impl WebhookServerBuilder {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Serialize,
         F: Fn(&mut K) -> Result<(), Denial> + Send + Sync + 'static,
+    {
+        self.defaulter_with_request::<K, _>(move |object, _| default(object))
+    }
+
+    /// [`WebhookServerBuilder::defaulter`] for rules that also depend on the request, e.g. defaults
+    /// applied only to dry runs.
+    pub fn defaulter_with_request<K, F>(self, default: F) -> Self
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Serialize,
+        F: Fn(&mut K, &AdmissionRequest) -> Result<(), Denial> + Send + Sync + 'static,
     {
         let path = typed::path_of::<K>(Admission::Mutate);
         self.mutating(path, typed::defaulting(default))
@@ -216,6 +227,13 @@ impl WebhookServer {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             cert,
         })
+    }
+
+    /// Binds `addr` and loads the serving certificate from `tls.crt` and `tls.key` in `cert_dir`,
+    /// as a manager starts its webhook server; fails naming the address or the file.
+    pub async fn listen_at(self, addr: SocketAddr, cert_dir: &Path) -> Result<Listening, Error> {
+        let listener = bind(addr).await?;
+        self.listen(listener, TlsFiles::in_dir(cert_dir))
     }
 
     /// [`WebhookServer::listen`], then [`Listening::serve`].

@@ -16,7 +16,7 @@ use crate::Error;
 
 /// Where controller-runtime webhook servers (and the Deployments that mount their certificate)
 /// look for `tls.crt` and `tls.key`.
-pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+pub const DEFAULT_CERT_DIR: &str = kubeadm_api::webhook::WEBHOOK_CERT_DIR;
 
 /// The PEM files of the serving certificate (with its chain) and its private key.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,9 @@
 //! Handlers over a kind's Rust type instead of raw objects: the object is decoded (a failure is a
 //! 400 denial, as controller-runtime answers), the handler sees typed values, and the mutated value
 //! is encoded back for the patch.
+//!
+//! Cluster API declares `spec` optional (Go drops an empty one when it writes), while our kinds
+//! require it: an object without `spec` (or with `spec: null`) decodes as if it had `spec: {}`.
 
 use kube_core::Resource;
 use kube_core::admission::Operation;
@@ -24,13 +27,14 @@ pub(crate) fn path_of<K: Resource<DynamicType = ()>>(admission: Admission) -> St
     admission_path(&K::group(&()), &K::version(&()), &K::kind(&()), admission)
 }
 
-/// A mutating handler that runs `default` on the decoded object of CREATE and UPDATE requests.
+/// A mutating handler that runs `default` on the decoded object of CREATE and UPDATE requests;
+/// `default` also sees the request (e.g. whether it is a dry run).
 pub(crate) fn defaulting<K, F>(
     default: F,
 ) -> impl Fn(&AdmissionRequest) -> Result<Option<Value>, Denial> + Send + Sync + 'static
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Serialize,
-    F: Fn(&mut K) -> Result<(), Denial> + Send + Sync + 'static,
+    F: Fn(&mut K, &AdmissionRequest) -> Result<(), Denial> + Send + Sync + 'static,
 {
     move |request| {
         let object = match (&request.operation, &request.object) {
@@ -38,7 +42,7 @@ where
             _ => return Ok(None),
         };
         let mut object: K = decode(object)?;
-        default(&mut object)?;
+        default(&mut object, request)?;
         serde_json::to_value(&object).map(Some).map_err(|e| {
             Denial::internal(format!("cannot encode the defaulted {}: {e}", K::kind(&())))
         })
@@ -79,10 +83,66 @@ where
     }
 }
 
-fn decode<K: Resource<DynamicType = ()> + DeserializeOwned>(
+/// Decodes `object` as a `K`, reading a missing or null `spec` as `{}`.
+pub(crate) fn decode<K: Resource<DynamicType = ()> + DeserializeOwned>(
     object: &kube_core::DynamicObject,
 ) -> Result<K, Denial> {
-    serde_json::to_value(object)
-        .and_then(serde_json::from_value)
-        .map_err(|e| Denial::bad_request(format!("cannot decode the {}: {e}", K::kind(&()))))
+    let bad = |e: serde_json::Error| {
+        Denial::bad_request(format!("cannot decode the {}: {e}", K::kind(&())))
+    };
+    let mut value = serde_json::to_value(object).map_err(bad)?;
+    if let Value::Object(members) = &mut value {
+        let spec = members.entry("spec").or_insert(Value::Null);
+        if spec.is_null() {
+            *spec = Value::Object(Default::default());
+        }
+    }
+    serde_json::from_value(value).map_err(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(value: Value) -> kube_core::DynamicObject {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_missing_or_null_spec_decodes_as_empty() {
+        for spec in [None, Some(Value::Null)] {
+            let mut value = json!({
+                "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                "kind": "KubeadmConfig",
+                "metadata": {"name": "c", "namespace": "default"}
+            });
+            if let Some(spec) = spec {
+                value["spec"] = spec;
+            }
+            let config: KubeadmConfig = decode(&object(value)).unwrap();
+            assert_eq!(config.spec, Default::default());
+        }
+    }
+
+    #[test]
+    fn a_spec_of_the_wrong_shape_is_a_bad_request() {
+        let value = json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+            "kind": "KubeadmConfig",
+            "metadata": {"name": "c"},
+            "spec": {"files": "not a list"}
+        });
+        let denial = decode::<KubeadmConfig>(&object(value)).unwrap_err();
+        assert_eq!(denial.code(), 400);
+        assert!(
+            denial
+                .message()
+                .starts_with("cannot decode the KubeadmConfig: "),
+            "{}",
+            denial.message()
+        );
+    }
 }

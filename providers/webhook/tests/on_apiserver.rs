@@ -7,10 +7,6 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -86,51 +82,36 @@ fn server(conversions: Arc<AtomicUsize>) -> WebhookServer {
         .unwrap()
 }
 
-fn url_config(base: &str, path: &str, ca: &[u8]) -> (Option<String>, Option<ByteString>) {
-    (Some(format!("{base}{path}")), Some(ByteString(ca.to_vec())))
-}
-
 /// The generated configurations, limited to the webhooks the test server serves, calling it by URL.
-async fn register_webhooks(client: &kube::Client, base: &str, ca: &[u8]) {
+async fn register_webhooks(client: &kube::Client, base: &str, ca: &str) {
     let served: Vec<_> = admission_webhooks()
         .into_iter()
         .filter(|w| w.kind == "KubeadmControlPlane")
         .collect();
     assert_eq!(served.len(), 3);
     let mut mutating = manifests::mutating_configuration(&served);
-    for webhook in mutating.webhooks.iter_mut().flatten() {
-        let path = webhook.client_config.service.take().unwrap().path.unwrap();
-        (webhook.client_config.url, webhook.client_config.ca_bundle) = url_config(base, &path, ca);
-    }
+    testenv::webhooks::mutating_at(&mut mutating, base, ca).unwrap();
     let mut validating = manifests::validating_configuration(&served);
-    for webhook in validating.webhooks.iter_mut().flatten() {
-        let path = webhook.client_config.service.take().unwrap().path.unwrap();
-        (webhook.client_config.url, webhook.client_config.ca_bundle) = url_config(base, &path, ca);
-    }
-    let params = PostParams::default();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&params, &mutating)
-        .await
-        .unwrap();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(&params, &validating)
+    testenv::webhooks::validating_at(&mut validating, base, ca).unwrap();
+    testenv::webhooks::register(client, &mutating, &validating)
         .await
         .unwrap();
 }
 
-fn crds_converting_at(base: &str, ca: &[u8]) -> Vec<apiextensions::CustomResourceDefinition> {
+fn crds_converting_at(base: &str, ca: &str) -> Vec<apiextensions::CustomResourceDefinition> {
     let mut crds = crd::provider_crds();
     for crd in &mut crds {
-        let client = crd
+        testenv::webhooks::conversion_at(crd, base, ca).unwrap();
+        let url = crd
             .spec
             .conversion
-            .as_mut()
-            .and_then(|c| c.webhook.as_mut())
-            .and_then(|w| w.client_config.as_mut())
+            .as_ref()
+            .unwrap()
+            .webhook
+            .as_ref()
             .unwrap();
-        let path = client.service.take().unwrap().path.unwrap();
-        assert_eq!(path, CONVERSION_PATH);
-        (client.url, client.ca_bundle) = url_config(base, &path, ca);
+        let url = url.client_config.as_ref().unwrap().url.as_deref().unwrap();
+        assert_eq!(url, format!("{base}{CONVERSION_PATH}"));
     }
     crds
 }
@@ -177,7 +158,7 @@ async fn the_api_server_admits_defaults_refuses_and_converts_through_the_server(
     let conversions = Arc::new(AtomicUsize::new(0));
     let running = Running::start(server(conversions.clone()), dir.files()).await;
     let base = format!("https://127.0.0.1:{}", running.addr.port());
-    let ca = pki.ca_pem.as_bytes();
+    let ca = pki.ca_pem.as_str();
 
     plane
         .install_crds(&crds_converting_at(&base, ca))

@@ -118,9 +118,19 @@ async fn run() -> Result<(), String> {
             .wait_ready(Duration::from_secs(60))
             .await
             .map_err(|e| e.to_string())?;
+        let webhooks = manager
+            .webhook()
+            .map(|w| {
+                format!(
+                    ", webhooks at {} trusting {}/ca.crt",
+                    w.url(),
+                    w.cert_dir.display()
+                )
+            })
+            .unwrap_or_default();
         let process = manager.process();
         println!(
-            "  {} running (pid {}, log {})",
+            "  {} running (pid {}, log {}{webhooks})",
             process.name(),
             process.pid(),
             process.log_path().display()

@@ -13,6 +13,10 @@ pub use crate::crd::{CONVERSION_PATH, WEBHOOK_SERVICE_NAME, WEBHOOK_SERVICE_NAME
 /// The port the managers serve webhooks on; the webhook Service forwards 443 to it.
 pub const WEBHOOK_PORT: u16 = 9443;
 
+/// Where the managers read the serving certificate (`tls.crt`, `tls.key`), controller-runtime's
+/// default; the Deployments mount the cert-manager Secret there.
+pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+
 /// What an admission webhook does with a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Admission {
