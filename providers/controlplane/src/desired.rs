@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kubeadm_api::bootstrap::v1beta2::{InitConfiguration, JoinConfiguration, KubeadmConfigSpec};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL};
@@ -76,6 +77,15 @@ impl DesiredState {
         };
         let mut base = spec.kubeadm_config_spec.clone().unwrap_or_default();
         default_feature_gates(&mut base, version);
+        etcd_defaults(&mut base);
+        if kcp
+            .annotations()
+            .get(ETCD_UNSAFE_NO_FSYNC_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+        {
+            set_etcd_arg(&mut base, "unsafe-no-fsync", "true");
+        }
         let mut init = base.clone();
         init.join_configuration = JoinConfiguration::default();
         let mut join = base;
@@ -120,6 +130,40 @@ impl DesiredState {
             external_etcd,
         })
     }
+}
+
+/// Opt-in (value `"true"`) to run stacked etcd with `--unsafe-no-fsync`: faster on slow cloud disks, at the
+/// price of losing the latest writes of a member whose host crashes (the other members still have them).
+/// Sovereign Cloud Stack's `ETCD_UNSAFE_FS` setting maps to it.
+pub const ETCD_UNSAFE_NO_FSYNC_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-unsafe-no-fsync";
+
+/// etcd timing for slow clouds, as Sovereign Cloud Stack runs it: a 250 ms heartbeat and a 2.5 s election
+/// timeout instead of etcd's 100 ms / 1 s, which flap leaders on busy or remote disks.
+pub const ETCD_DEFAULT_ARGS: [(&str, &str); 2] =
+    [("heartbeat-interval", "250"), ("election-timeout", "2500")];
+
+/// Adds [`ETCD_DEFAULT_ARGS`] to stacked etcd where the user set none. Applied to both sides when machines
+/// are compared, so machines made before (or by another provider) are not rolled for it.
+pub fn etcd_defaults(spec: &mut KubeadmConfigSpec) {
+    if spec.cluster_configuration.etcd.external.is_defined() {
+        return;
+    }
+    for (name, value) in ETCD_DEFAULT_ARGS {
+        let args = &spec.cluster_configuration.etcd.local.extra_args;
+        if !args.iter().any(|a| a.name == name) {
+            set_etcd_arg(spec, name, value);
+        }
+    }
+}
+
+fn set_etcd_arg(spec: &mut KubeadmConfigSpec, name: &str, value: &str) {
+    let args = &mut spec.cluster_configuration.etcd.local.extra_args;
+    args.retain(|a| a.name != name);
+    args.push(kubeadm_api::bootstrap::v1beta2::Arg {
+        name: name.to_owned(),
+        value: value.to_owned(),
+    });
 }
 
 /// Turns on [`KUBELET_LOCAL_MODE_GATE`] for the versions that have it, unless the user set it.
@@ -258,6 +302,54 @@ mod tests {
         off.spec.kubeadm_config_spec = Some(spec);
         let desired = DesiredState::of(&off).unwrap();
         assert!(!desired.init.cluster_configuration.feature_gates[KUBELET_LOCAL_MODE_GATE]);
+    }
+
+    #[test]
+    fn stacked_etcd_gets_slow_cloud_timing_unless_set_and_unsafe_fsync_on_request() {
+        let args = |d: &DesiredState| {
+            d.join
+                .cluster_configuration
+                .etcd
+                .local
+                .extra_args
+                .iter()
+                .map(|a| format!("{}={}", a.name, a.value))
+                .collect::<Vec<_>>()
+        };
+        let desired = DesiredState::of(&kcp("v1.33.1", "t")).unwrap();
+        assert_eq!(
+            args(&desired),
+            ["heartbeat-interval=250", "election-timeout=2500"]
+        );
+
+        let mut custom = kcp("v1.33.1", "t");
+        let mut spec = KubeadmConfigSpec::default();
+        spec.cluster_configuration.etcd.local.extra_args =
+            vec![kubeadm_api::bootstrap::v1beta2::Arg {
+                name: "election-timeout".into(),
+                value: "5000".into(),
+            }];
+        custom.spec.kubeadm_config_spec = Some(spec);
+        custom
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ETCD_UNSAFE_NO_FSYNC_ANNOTATION.into(), "true".into());
+        let desired = DesiredState::of(&custom).unwrap();
+        assert_eq!(
+            args(&desired),
+            [
+                "election-timeout=5000",
+                "heartbeat-interval=250",
+                "unsafe-no-fsync=true"
+            ]
+        );
+
+        let mut external = kcp("v1.33.1", "t");
+        let mut spec = KubeadmConfigSpec::default();
+        spec.cluster_configuration.etcd.external.endpoints = vec!["https://e:2379".into()];
+        external.spec.kubeadm_config_spec = Some(spec);
+        assert!(args(&DesiredState::of(&external).unwrap()).is_empty());
     }
 
     #[test]

@@ -134,6 +134,7 @@ fn compare(current: &KubeadmConfigSpec, desired: &KubeadmConfigSpec, as_join: bo
     current.cluster_configuration.dns = desired.cluster_configuration.dns.clone();
     for spec in [&mut current, &mut desired] {
         apply_previous_defaults(spec);
+        crate::desired::etcd_defaults(spec);
         spec.join_configuration.discovery = Discovery::default();
         spec.init_configuration
             .timeouts
@@ -267,6 +268,26 @@ mod tests {
             .node_registration
             .image_pull_policy = Some("IfNotPresent".into());
         assert_eq!(outdated(&machine(&desired, config), &desired, now()), []);
+    }
+
+    #[test]
+    fn machines_made_before_the_etcd_timing_defaults_are_not_rolled() {
+        let desired = DesiredState::of(&kcp(base())).unwrap();
+        let mut config = desired.join.clone();
+        config.cluster_configuration.etcd.local.extra_args.clear();
+        assert_eq!(
+            outdated(&machine(&desired, config.clone()), &desired, now()),
+            []
+        );
+        // A different value is a real change.
+        config.cluster_configuration.etcd.local.extra_args = vec![Arg {
+            name: "heartbeat-interval".into(),
+            value: "100".into(),
+        }];
+        assert_eq!(
+            outdated(&machine(&desired, config), &desired, now()).len(),
+            1
+        );
     }
 
     #[test]
