@@ -27,9 +27,10 @@ check-manifests: ## Fail when generated manifests are stale
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv
 
-bench: ## Benchmarks (render throughput, webhook latency), numbers printed, nothing asserted
+bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render
 	$(CARGO) bench -p kubeadm-webhook --bench admission
+	$(CARGO) bench -p kubeadm-controlplane --bench reconcile
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

@@ -213,7 +213,7 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
 }
 
 #[tokio::test]
-async fn missing_template_is_reported_and_leftovers_are_removed() {
+async fn missing_endpoint_and_template_are_reported_and_leftovers_are_removed() {
     let env = setup(1, "prod-control-plane-genc01", false).await;
     // A KubeadmConfig left behind by a creation that crashed before its Machine existed.
     let kcp_object = kcp(&env.client).await;
@@ -236,9 +236,67 @@ async fn missing_template_is_reported_and_leftovers_are_removed() {
     // The template the control plane points at does not exist.
     patch_kcp(&env.client, json!({ "machineTemplate": { "spec": { "infrastructureRef": {
         "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "missing-genc09" } } } })).await;
+    // And the Cluster has no endpoint yet.
+    let clusters: Api<Cluster> = Api::namespaced(env.client.clone(), NS);
+    let endpoint = clusters
+        .get(CLUSTER)
+        .await
+        .unwrap()
+        .spec
+        .control_plane_endpoint;
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "controlPlaneEndpoint": null } })),
+        )
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut env = env;
     env.tasks.push(start(&env.client));
+
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let kcp = kcp(&env.client).await;
+        if let Some(c) =
+            condition(&kcp, "Initialized").filter(|c| c.reason == "WaitingForControlPlaneEndpoint")
+        {
+            assert_eq!(
+                c.message,
+                "Cluster default/prod: spec.controlPlaneEndpoint is not set yet"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no condition about the missing endpoint: {:?}",
+            kcp.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let events = Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("WaitingForControlPlaneEndpoint"))
+    );
+    assert!(
+        machines(&env.client).await.is_empty(),
+        "nothing is created without an endpoint"
+    );
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "controlPlaneEndpoint": endpoint } })),
+        )
+        .await
+        .unwrap();
 
     let deadline = Instant::now() + CONVERGE;
     loop {
