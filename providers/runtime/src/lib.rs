@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod shutdown;
 pub mod telemetry;
 pub mod validate;
+pub mod watching;
 
 pub use manager::{
     Manager, ManagerArgs, Serving, Shutdown, WebhookArgs, exit_code, run_manager,

@@ -15,21 +15,21 @@ use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
-    PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
+    PAUSED_ANNOTATION,
 };
 use serde_json::json;
 
 use kubeadm_runtime::Shutdown;
+use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
 
 mod metrics;
 use metrics::{ApiServer, METRICS, counted, role_label};
@@ -105,23 +105,6 @@ pub async fn preflight(client: &kube::Client) -> Result<(), String> {
     served::<Cluster>(client, "clusterctl init installs it").await
 }
 
-async fn served<K>(client: &kube::Client, installed_by: &str) -> Result<(), String>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let probe = ListParams::default().limit(1);
-    match Api::<K>::all(client.clone()).list_metadata(&probe).await {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let crd = format!("{}.{}", K::plural(&()), K::group(&()));
-            Err(format!(
-                "cannot list {}: {e}; is the CRD {crd} installed ({installed_by})?",
-                K::plural(&())
-            ))
-        }
-    }
-}
-
 /// How long in-flight reconciles get after a shutdown request before they are dropped. Reconciles are
 /// idempotent, so dropping one mid-way is safe; the bound also covers a shutdown that arrives before the
 /// first list completed, which kube-runtime would otherwise wait out forever.
@@ -178,25 +161,6 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         () = async { shutdown.wait().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
             tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles did not finish in time; stopping anyway");
         }
-    }
-}
-
-fn scoped_api<K>(client: &kube::Client, namespace: &str) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    if namespace.is_empty() {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), namespace)
-    }
-}
-
-fn watcher_config(watch_filter: &str) -> watcher::Config {
-    if watch_filter.is_empty() {
-        watcher::Config::default()
-    } else {
-        watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={watch_filter}"))
     }
 }
 

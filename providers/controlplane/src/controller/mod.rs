@@ -19,16 +19,14 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_api::meta::{
-    CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
-};
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, PAUSED_ANNOTATION};
 use kubeadm_bootstrap::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
 use kubeadm_bootstrap::workload as kubeconfig_secret;
 use kubeadm_runtime::Shutdown;
+use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
 
 use metrics::{METRICS, counted};
 pub use metrics::{api_writes_total, reconcile_time};
@@ -134,24 +132,6 @@ pub async fn preflight(client: &kube::Client) -> Result<(), String> {
     served::<Cluster>(client, "clusterctl init installs it").await
 }
 
-async fn served<K>(client: &kube::Client, installed_by: &str) -> Result<(), String>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match Api::<K>::all(client.clone())
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) => Err(format!(
-            "cannot list {}: {e}; is the CRD {}.{} installed ({installed_by})?",
-            K::plural(&()),
-            K::plural(&()),
-            K::group(&())
-        )),
-    }
-}
-
 /// Runs the controller until `shutdown` fires.
 pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     std::sync::LazyLock::force(&METRICS);
@@ -195,25 +175,6 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         () = async { shutdown.wait().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
             tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles did not finish in time; stopping anyway");
         }
-    }
-}
-
-fn scoped_api<K>(client: &kube::Client, namespace: &str) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    if namespace.is_empty() {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), namespace)
-    }
-}
-
-fn watcher_config(watch_filter: &str) -> watcher::Config {
-    if watch_filter.is_empty() {
-        watcher::Config::default()
-    } else {
-        watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={watch_filter}"))
     }
 }
 
