@@ -13,6 +13,7 @@ pub mod controller;
 pub mod desired;
 pub mod endpoints;
 pub mod etcd;
+pub mod etcd_maintenance;
 pub mod etcd_membership;
 pub mod generation;
 pub mod kubeconfig;

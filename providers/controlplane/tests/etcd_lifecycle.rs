@@ -257,3 +257,106 @@ async fn a_member_that_never_started_is_removed_while_the_voters_keep_quorum() {
         "{removed:?}"
     );
 }
+
+/// Database file size of every running member, by member name.
+async fn db_sizes(env: &Env) -> std::collections::BTreeMap<String, i64> {
+    let handle = env.core.etcd_handle();
+    let cluster = handle.lock().await;
+    let cluster = cluster.as_ref().expect("etcd runs");
+    let mut sizes = std::collections::BTreeMap::new();
+    for member in cluster.members().iter().filter(|m| m.pid().is_some()) {
+        let mut client = cluster
+            .connect(std::slice::from_ref(&member.client_url))
+            .await
+            .unwrap();
+        let status = client.status().await.unwrap();
+        sizes.insert(member.name.clone(), status.db_size());
+    }
+    sizes
+}
+
+#[tokio::test]
+async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue() {
+    use kubeadm_controlplane::etcd_maintenance::{LAST_DEFRAG_ANNOTATION, SCHEDULE_ANNOTATION};
+    let env = setup_with(3, "prod-control-plane-genc01", false, true).await;
+    let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
+        Api::namespaced(env.client.clone(), NS);
+    let annotate = |schedule: &str, last: &str| json!({ "metadata": { "annotations": { SCHEDULE_ANNOTATION: schedule, LAST_DEFRAG_ANNOTATION: last } } });
+    kcps.patch(
+        KCP,
+        &Default::default(),
+        &kube::api::Patch::Merge(&annotate("disabled", "2026-01-01T00:00:00Z")),
+    )
+    .await
+    .unwrap();
+    let mut env = env;
+    env.tasks.push(start(&env.client));
+    wait_converged(&env, 3, "initial").await;
+    wait_members_match_machines(&env, "initial").await;
+
+    // Grow the database files, then free the space inside them: only defragmentation returns it.
+    let mut client = env.core.etcd_client().await.expect("etcd runs");
+    let value = "x".repeat(20_000);
+    for i in 0..500 {
+        client
+            .put(format!("bloat/{i}"), value.clone(), None)
+            .await
+            .unwrap();
+    }
+    client
+        .delete(
+            "bloat/",
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    let before = db_sizes(&env).await;
+    assert!(before.values().all(|s| *s > 5_000_000), "{before:?}");
+
+    // Due now: midnight has passed since a record two days back.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = keep_writing(&env, stop.clone());
+    let started = Instant::now();
+    kcps.patch(
+        KCP,
+        &Default::default(),
+        &kube::api::Patch::Merge(&annotate("00:00", "2020-01-01T00:00:00Z")),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let kcp = kcps.get(KCP).await.unwrap();
+        let last = kcp
+            .annotations()
+            .get(LAST_DEFRAG_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        if !last.starts_with("2020") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the defragmentation round did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let longest_gap = writer.await.unwrap();
+    let after = db_sizes(&env).await;
+    for (name, size) in &after {
+        assert!(
+            *size < before[name] / 2,
+            "{name}: {} → {size} bytes",
+            before[name]
+        );
+    }
+    assert!(
+        longest_gap < Duration::from_secs(10),
+        "etcd took no writes for {longest_gap:?}"
+    );
+    println!(
+        "defragmented 3 members in {took:?}: {before:?} → {after:?}; longest write gap {longest_gap:?}"
+    );
+}

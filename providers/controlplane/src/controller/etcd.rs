@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::{Context, Error};
 use crate::etcd::{EtcdClientCert, EtcdClients, Observation, WorkloadEtcd, issue_client_cert};
+use crate::etcd_maintenance::{self, DailyAt, LAST_DEFRAG_ANNOTATION, SCHEDULE_ANNOTATION};
 use crate::etcd_membership::{
     self, Action, EtcdMachine, Member, MemberState, REMEDIATE_MACHINE_ANNOTATION,
 };
@@ -26,6 +27,8 @@ pub(super) struct EtcdCare {
     clients: EtcdClients,
     certs: Mutex<HashMap<ClusterKey, Arc<EtcdClientCert>>>,
     first_seen: Mutex<HashMap<ClusterKey, BTreeMap<u64, Timestamp>>>,
+    /// Defragmentation rounds in progress.
+    rounds: Mutex<HashMap<ClusterKey, etcd_maintenance::Round>>,
     pub(super) learner_timeout: SignedDuration,
     pub(super) unstarted_grace: SignedDuration,
 }
@@ -36,6 +39,7 @@ impl EtcdCare {
             clients: EtcdClients::new(Default::default()),
             certs: Mutex::default(),
             first_seen: Mutex::default(),
+            rounds: Mutex::default(),
             learner_timeout,
             unstarted_grace,
         }
@@ -354,6 +358,143 @@ pub(super) async fn annotate(
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]); returns
+/// what was done, for the Event, or `None` when nothing was due.
+pub(super) async fn maintain(
+    ctx: &Context,
+    kcp: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlane,
+    key: ClusterKey,
+    view: &EtcdView,
+    now: Timestamp,
+) -> Result<Option<String>, Error> {
+    use etcd_maintenance::Step;
+    use kube::ResourceExt;
+    let annotations = kcp.annotations();
+    let schedule = match annotations.get(SCHEDULE_ANNOTATION) {
+        None => Some(etcd_maintenance::DEFAULT_SCHEDULE),
+        Some(text) => DailyAt::parse(text).map_err(Error::Etcd)?,
+    };
+    let last = annotations
+        .get(LAST_DEFRAG_ANNOTATION)
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    if schedule.is_some() && last.is_none() {
+        // Start the clock: the first round runs at the next scheduled time, not right away.
+        annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
+        return Ok(None);
+    }
+    let due = etcd_maintenance::due(schedule, last, now);
+    let round = self_round(&ctx.etcd, &key);
+    let step = etcd_maintenance::next_step(&view.members, &view.states, due, round.as_ref());
+    let db_size = || -> i64 {
+        view.observation
+            .states
+            .values()
+            .filter_map(|s| s.as_ref().ok())
+            .map(|s| s.db_size)
+            .sum()
+    };
+    let leader = || {
+        view.observation
+            .leader_endpoint()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Etcd("etcd has no reachable leader".into()))
+    };
+    let etcd_error = |e: crate::etcd::EtcdError| Error::Etcd(e.to_string());
+    let rounds = || {
+        ctx.etcd
+            .rounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    };
+    match step {
+        Step::Nothing | Step::Wait(_) => Ok(None),
+        Step::Compact => {
+            let revision = view
+                .observation
+                .leader
+                .and_then(|id| view.observation.states.get(&id))
+                .and_then(|s| s.as_ref().ok())
+                .map(|s| s.revision)
+                .ok_or_else(|| Error::Etcd("no revision from the leader".into()))?;
+            match view.etcd.compact(&leader()?, revision).await {
+                Ok(()) => {}
+                // kube-apiserver compacts too; an already compacted revision is fine.
+                Err(e) if e.to_string().contains("compacted") => {}
+                Err(e) => return Err(etcd_error(e)),
+            }
+            let mut rounds = rounds();
+            let round = rounds.entry(key).or_default();
+            round.compacted = true;
+            round.db_size_before = db_size();
+            Ok(Some(format!(
+                "compacted etcd to revision {revision} before defragmenting"
+            )))
+        }
+        Step::Defragment { member } => {
+            let endpoint = view
+                .members
+                .iter()
+                .find(|m| m.id == member)
+                .and_then(|m| m.client_urls.first().cloned())
+                .ok_or_else(|| Error::Etcd(format!("member {member:x} has no client URL")))?;
+            view.etcd.defragment(&endpoint).await.map_err(etcd_error)?;
+            rounds().entry(key).or_default().defragmented.insert(member);
+            Ok(Some(format!("defragmented etcd member {member:x}")))
+        }
+        Step::MoveLeader { from, to } => {
+            view.etcd
+                .move_leader(&leader()?, to)
+                .await
+                .map_err(etcd_error)?;
+            Ok(Some(format!(
+                "moved etcd leadership from {from:x} to {to:x} to defragment the former leader"
+            )))
+        }
+        Step::Finished => {
+            let before = rounds()
+                .remove(&key)
+                .map(|r| r.db_size_before)
+                .unwrap_or_default();
+            annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
+            Ok(Some(format!(
+                "defragmented all {} etcd members: database files {} → {} bytes",
+                view.members.len(),
+                before,
+                db_size()
+            )))
+        }
+    }
+}
+
+fn self_round(care: &EtcdCare, key: &ClusterKey) -> Option<etcd_maintenance::Round> {
+    care.rounds
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(key)
+        .cloned()
+}
+
+async fn annotate_kcp(
+    ctx: &Context,
+    kcp: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlane,
+    key: &str,
+    value: &str,
+) -> Result<(), Error> {
+    use kube::ResourceExt;
+    let patch = json!({ "metadata": { "annotations": { key: value } } });
+    let params = kube::api::PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    Api::<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane>::namespaced(
+        ctx.client.clone(),
+        &kcp.namespace().unwrap_or_default(),
+    )
+    .patch(&kcp.name_any(), &params, &Patch::Merge(&patch))
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

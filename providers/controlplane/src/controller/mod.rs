@@ -492,6 +492,19 @@ async fn apply(
         etcd_refuses_member: etcd_refuses_member.as_deref(),
     });
     report.observe(&desired, &gathered.machines, &plan, initialized);
+    if plan.step == Step::Idle
+        && let (Some(Ok(view)), Some(crate::etcd_membership::Action::Nothing)) =
+            (&etcd_view, &etcd_action)
+    {
+        let key = (namespace.clone(), cluster_name.clone());
+        if let Some(done) = etcd::maintain(ctx, kcp, key, view, now).await? {
+            tracing::info!(kcp = %kcp.name_any(), "{done}");
+            let reason = "EtcdMaintenance";
+            publish(ctx, kcp, EventType::Normal, reason, &done).await;
+            report.write(ctx, kcp).await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+    }
     let waiting_on_etcd = matches!(etcd_action, Some(crate::etcd_membership::Action::Wait(_)));
     let outcome = take_step(ctx, kcp, cluster, &desired, plan.step)
         .await

@@ -1,0 +1,329 @@
+//! Leader-aware defragmentation of stacked etcd on a daily schedule, as Sovereign Cloud Stack runs it on
+//! slow clouds, decided one step per reconcile: compact, defragment the followers one by one, hand
+//! leadership to a defragmented member, then defragment the former leader. Defragmenting a member blocks
+//! its reads and writes for a moment; doing the leader last, after it stopped leading, keeps the cluster
+//! answering throughout. Only a healthy cluster of several voters is defragmented.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::jiff::{Timestamp, ToSpan, civil::Time, tz::TimeZone};
+
+use crate::etcd_membership::{Member, MemberState};
+
+/// Annotation on the KubeadmControlPlane: daily defragmentation time `HH:MM` (UTC), or `disabled`.
+pub const SCHEDULE_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-defrag-schedule";
+/// Annotation the controller keeps on the KubeadmControlPlane: when the last defragmentation finished.
+pub const LAST_DEFRAG_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-defrag";
+/// The default daily time, when few people use a cluster.
+pub const DEFAULT_SCHEDULE: DailyAt = DailyAt {
+    hour: 2,
+    minute: 30,
+};
+
+/// A time of day in UTC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DailyAt {
+    pub hour: i8,
+    pub minute: i8,
+}
+
+impl DailyAt {
+    /// Parses `HH:MM`; `None` for `disabled`; an error names the rule.
+    pub fn parse(text: &str) -> Result<Option<Self>, String> {
+        let text = text.trim();
+        if text == "disabled" {
+            return Ok(None);
+        }
+        let parsed = text.split_once(':').and_then(|(h, m)| {
+            let (hour, minute) = (h.parse::<i8>().ok()?, m.parse::<i8>().ok()?);
+            ((0..24).contains(&hour) && (0..60).contains(&minute) && m.len() == 2)
+                .then_some(Self { hour, minute })
+        });
+        parsed.map(Some).ok_or_else(|| {
+            format!("{SCHEDULE_ANNOTATION}: {text:?} is not a time of day like 02:30 (UTC) or \"disabled\"")
+        })
+    }
+
+    /// The first scheduled time strictly after `after`.
+    pub fn next_after(self, after: Timestamp) -> Timestamp {
+        let day = after.to_zoned(TimeZone::UTC).date();
+        let at = |d: k8s_openapi::jiff::civil::Date| {
+            d.to_datetime(Time::constant(self.hour, self.minute, 0, 0))
+                .to_zoned(TimeZone::UTC)
+                .map(|z| z.timestamp())
+                .unwrap_or(after)
+        };
+        let today = at(day);
+        if today > after {
+            today
+        } else {
+            at(day.checked_add(1.day()).unwrap_or(day))
+        }
+    }
+}
+
+/// Progress of a defragmentation round, kept by the caller between reconciles (in memory: a restart
+/// starts the round over, which only defragments some members twice).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    pub compacted: bool,
+    pub defragmented: BTreeSet<u64>,
+    /// Sum of the members' database file sizes when the round started, for the report.
+    pub db_size_before: i64,
+}
+
+/// The next maintenance step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Compact the keyspace to the current revision, so defragmentation can return the space.
+    Compact,
+    /// Defragment this member.
+    Defragment {
+        member: u64,
+    },
+    /// Hand leadership to a defragmented member before the leader's turn.
+    MoveLeader {
+        from: u64,
+        to: u64,
+    },
+    /// Every member is done: record the time.
+    Finished,
+    /// Due, but the cluster is not in a state to be defragmented.
+    Wait(String),
+    Nothing,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Compact => f.write_str("compact"),
+            Step::Defragment { member } => write!(f, "defragment member {member:x}"),
+            Step::MoveLeader { from, to } => write!(f, "move leadership from {from:x} to {to:x}"),
+            Step::Finished => f.write_str("finished"),
+            Step::Wait(why) => write!(f, "waiting: {why}"),
+            Step::Nothing => f.write_str("nothing to do"),
+        }
+    }
+}
+
+/// Whether a defragmentation is due at `now`: the first scheduled time after the last one has passed.
+pub fn due(schedule: Option<DailyAt>, last: Option<Timestamp>, now: Timestamp) -> bool {
+    match (schedule, last) {
+        (None, _) => false,
+        // Never recorded: the caller records "now", so the first round runs at the next scheduled time.
+        (Some(_), None) => false,
+        (Some(at), Some(last)) => at.next_after(last) <= now,
+    }
+}
+
+/// The next step of a round (`round` is `Some` once started), given the membership and each member's state.
+pub fn next_step(
+    members: &[Member],
+    states: &BTreeMap<u64, MemberState>,
+    due_now: bool,
+    round: Option<&Round>,
+) -> Step {
+    let Some(round) = round.cloned().or(due_now.then(Round::default)) else {
+        return Step::Nothing;
+    };
+    let voters: Vec<&Member> = members.iter().filter(|m| !m.is_learner).collect();
+    if voters.len() < 2 || voters.len() != members.len() {
+        return Step::Wait(format!(
+            "defragmentation needs two or more voting members and no learner ({} members, {} voting)",
+            members.len(),
+            voters.len()
+        ));
+    }
+    let mut leader = None;
+    for member in &voters {
+        match states.get(&member.id) {
+            Some(MemberState::Reachable {
+                alarms,
+                errors,
+                is_leader,
+                ..
+            }) if alarms.is_empty() && errors.is_empty() => {
+                if *is_leader {
+                    leader = Some(member.id);
+                }
+            }
+            Some(MemberState::Reachable { alarms, errors, .. }) => {
+                return Step::Wait(format!(
+                    "member {:x} reports {}",
+                    member.id,
+                    alarms
+                        .iter()
+                        .chain(errors)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Some(MemberState::Unreachable(cause)) => {
+                return Step::Wait(format!("member {:x} unreachable: {cause}", member.id));
+            }
+            None => return Step::Wait(format!("member {:x} was not probed", member.id)),
+        }
+    }
+    let Some(leader) = leader else {
+        return Step::Wait("etcd has no leader".into());
+    };
+    if !round.compacted {
+        return Step::Compact;
+    }
+    if let Some(follower) = voters
+        .iter()
+        .map(|m| m.id)
+        .find(|id| *id != leader && !round.defragmented.contains(id))
+    {
+        return Step::Defragment { member: follower };
+    }
+    if round.defragmented.contains(&leader) {
+        return Step::Finished;
+    }
+    let to = voters
+        .iter()
+        .map(|m| m.id)
+        .find(|id| round.defragmented.contains(id))
+        .expect("every follower is defragmented and there is at least one");
+    Step::MoveLeader { from: leader, to }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: u64, learner: bool) -> Member {
+        Member {
+            id,
+            name: format!("node-{id}"),
+            peer_urls: vec![],
+            client_urls: vec![format!("https://10.0.0.{id}:2379")],
+            is_learner: learner,
+        }
+    }
+
+    fn healthy(leader: u64, ids: &[u64]) -> BTreeMap<u64, MemberState> {
+        ids.iter()
+            .map(|id| {
+                (
+                    *id,
+                    MemberState::Reachable {
+                        raft_index: 10,
+                        raft_applied_index: 10,
+                        is_leader: *id == leader,
+                        alarms: vec![],
+                        errors: vec![],
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Runs a round to its end the way the controller applies the steps.
+    fn run_round(members: &[Member], mut leader: u64) -> Vec<Step> {
+        let ids: Vec<u64> = members.iter().map(|m| m.id).collect();
+        let mut round = Round::default();
+        let mut steps = Vec::new();
+        for _ in 0..20 {
+            let step = next_step(members, &healthy(leader, &ids), true, Some(&round));
+            steps.push(step.clone());
+            match step {
+                Step::Compact => round.compacted = true,
+                Step::Defragment { member } => {
+                    round.defragmented.insert(member);
+                }
+                Step::MoveLeader { to, .. } => leader = to,
+                _ => return steps,
+            }
+        }
+        panic!("no end: {steps:?}");
+    }
+
+    #[test]
+    fn followers_first_then_leadership_moves_then_the_former_leader() {
+        let members = [member(1, false), member(2, false), member(3, false)];
+        assert_eq!(
+            run_round(&members, 2),
+            [
+                Step::Compact,
+                Step::Defragment { member: 1 },
+                Step::Defragment { member: 3 },
+                Step::MoveLeader { from: 2, to: 1 },
+                Step::Defragment { member: 2 },
+                Step::Finished,
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_healthy_cluster_of_several_voters() {
+        let one = [member(1, false)];
+        assert!(matches!(
+            next_step(&one, &healthy(1, &[1]), true, None),
+            Step::Wait(_)
+        ));
+        let learner = [member(1, false), member(2, false), member(3, true)];
+        assert!(matches!(
+            next_step(&learner, &healthy(1, &[1, 2, 3]), true, None),
+            Step::Wait(_)
+        ));
+        let members = [member(1, false), member(2, false), member(3, false)];
+        let mut states = healthy(1, &[1, 2, 3]);
+        states.insert(3, MemberState::Unreachable("connection refused".into()));
+        assert_eq!(
+            next_step(&members, &states, true, None),
+            Step::Wait("member 3 unreachable: connection refused".into())
+        );
+        let mut states = healthy(1, &[1, 2, 3]);
+        if let Some(MemberState::Reachable { alarms, .. }) = states.get_mut(&2) {
+            alarms.push("NOSPACE".into());
+        }
+        assert!(
+            matches!(next_step(&members, &states, true, None), Step::Wait(w) if w.contains("NOSPACE"))
+        );
+        assert_eq!(
+            next_step(&members, &healthy(1, &[1, 2, 3]), false, None),
+            Step::Nothing
+        );
+    }
+
+    #[test]
+    fn schedules_are_daily_utc_times() {
+        let at = DailyAt::parse("02:30").unwrap().unwrap();
+        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert_eq!(
+            at.next_after(t("2026-11-29T01:00:00Z")),
+            t("2026-11-29T02:30:00Z")
+        );
+        assert_eq!(
+            at.next_after(t("2026-11-29T02:30:00Z")),
+            t("2026-11-30T02:30:00Z")
+        );
+        assert!(due(
+            Some(at),
+            Some(t("2026-11-28T03:00:00Z")),
+            t("2026-11-29T02:31:00Z")
+        ));
+        assert!(!due(
+            Some(at),
+            Some(t("2026-11-29T02:35:00Z")),
+            t("2026-11-29T23:00:00Z")
+        ));
+        assert!(
+            !due(Some(at), None, t("2026-11-29T23:00:00Z")),
+            "the first round waits for its time"
+        );
+        assert!(!due(
+            None,
+            Some(t("2020-01-01T00:00:00Z")),
+            t("2026-11-29T23:00:00Z")
+        ));
+        assert_eq!(DailyAt::parse("disabled"), Ok(None));
+        for bad in ["2:3", "24:00", "02:60", "noon", ""] {
+            let err = DailyAt::parse(bad).unwrap_err();
+            assert!(err.starts_with(SCHEDULE_ANNOTATION), "{err}");
+        }
+    }
+}
