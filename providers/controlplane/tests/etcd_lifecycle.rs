@@ -360,3 +360,27 @@ async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue() 
         "defragmented 3 members in {took:?}: {before:?} → {after:?}; longest write gap {longest_gap:?}"
     );
 }
+
+#[tokio::test]
+async fn three_to_five_to_three_keeps_one_voter_per_machine() {
+    let env = setup_with(3, "prod-control-plane-genc01", true, true).await;
+    wait_converged(&env, 3, "initial").await;
+    wait_members_match_machines(&env, "initial").await;
+
+    patch_kcp(&env.client, json!({ "replicas": 5 })).await;
+    wait_converged(&env, 5, "3 → 5").await;
+    wait_members_match_machines(&env, "3 → 5").await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = keep_writing(&env, stop.clone());
+    patch_kcp(&env.client, json!({ "replicas": 3 })).await;
+    wait_converged(&env, 3, "5 → 3").await;
+    wait_members_match_machines(&env, "5 → 3").await;
+    stop.store(true, Ordering::Relaxed);
+    let longest_gap = writer.await.unwrap();
+    assert!(
+        longest_gap < Duration::from_secs(10),
+        "etcd took no writes for {longest_gap:?}"
+    );
+    assert_eq!(changes(&env, "RemoveMember").await.len(), 2);
+}
