@@ -15,6 +15,32 @@ use crate::etcd_membership::{Member, MemberState};
 pub const SCHEDULE_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-defrag-schedule";
 /// Annotation the controller keeps on the KubeadmControlPlane: when the last defragmentation finished.
 pub const LAST_DEFRAG_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-defrag";
+/// Annotation on the KubeadmControlPlane: daily snapshot time `HH:MM` (UTC), or `disabled`; snapshots are
+/// taken only when the manager has a snapshot directory (`--etcd-snapshot-dir`).
+pub const SNAPSHOT_SCHEDULE_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-snapshot-schedule";
+/// Annotation the controller keeps on the KubeadmControlPlane: when the last snapshot was written, and where.
+pub const LAST_SNAPSHOT_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-snapshot";
+/// The default daily snapshot time, after the defragmentation.
+pub const DEFAULT_SNAPSHOT_SCHEDULE: DailyAt = DailyAt { hour: 3, minute: 0 };
+
+/// Snapshot files of one cluster to delete so that the newest `keep` remain. Names sort by time
+/// (`etcd-<UTC timestamp>.db`); other files in the directory are never touched.
+pub fn snapshots_to_prune(files: &[String], keep: usize) -> Vec<String> {
+    let mut ours: Vec<&String> = files
+        .iter()
+        .filter(|f| f.starts_with("etcd-") && f.ends_with(".db"))
+        .collect();
+    ours.sort();
+    let excess = ours.len().saturating_sub(keep);
+    ours.into_iter().take(excess).cloned().collect()
+}
+
+/// The file name of a snapshot taken at `at`: sortable, no characters that trouble file systems.
+pub fn snapshot_file_name(at: Timestamp) -> String {
+    format!("etcd-{}.db", at.strftime("%Y%m%dT%H%M%SZ"))
+}
+
 /// The default daily time, when few people use a cluster.
 pub const DEFAULT_SCHEDULE: DailyAt = DailyAt {
     hour: 2,
@@ -287,6 +313,24 @@ mod tests {
             next_step(&members, &healthy(1, &[1, 2, 3]), false, None),
             Step::Nothing
         );
+    }
+
+    #[test]
+    fn the_newest_snapshots_are_kept_and_nothing_else_is_touched() {
+        let files: Vec<String> = [
+            "etcd-20261127T030000Z.db",
+            "etcd-20261129T030000Z.db",
+            "notes.txt",
+            "etcd-20261128T030000Z.db",
+            "etcd-20261129T030000Z.db.partial",
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(snapshots_to_prune(&files, 2), ["etcd-20261127T030000Z.db"]);
+        assert!(snapshots_to_prune(&files, 7).is_empty());
+        assert_eq!(snapshots_to_prune(&files, 0).len(), 3);
+        let name = snapshot_file_name("2026-11-29T03:00:07Z".parse().unwrap());
+        assert_eq!(name, "etcd-20261129T030007Z.db");
     }
 
     #[test]

@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the manager against the management cluster until SIGTERM.
-    Run(ManagerArgs),
+    Run(Box<RunArgs>),
     /// Print the CRDs of KubeadmControlPlane and KubeadmControlPlaneTemplate as YAML.
     Crds,
     /// Check KubeadmControlPlane and KubeadmControlPlaneTemplate objects in YAML files against the
@@ -35,13 +35,33 @@ enum Command {
     Validate(ValidateArgs),
 }
 
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    manager: ManagerArgs,
+    /// Directory for scheduled etcd snapshots (`<dir>/<namespace>/<cluster>/etcd-<time>.db`), e.g. a
+    /// mounted volume; without it no snapshots are taken.
+    #[arg(long)]
+    etcd_snapshot_dir: Option<std::path::PathBuf>,
+    /// Snapshots kept per cluster; older ones are deleted.
+    #[arg(long, default_value_t = 7)]
+    etcd_snapshots_keep: usize,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run(args) => {
+        Command::Run(run) => {
+            let RunArgs {
+                manager: args,
+                etcd_snapshot_dir,
+                etcd_snapshots_keep,
+            } = *run;
             let settings = controller::Settings {
                 namespace: args.namespace.clone(),
                 watch_filter: args.watch_filter.clone(),
+                snapshot_dir: etcd_snapshot_dir,
+                snapshots_keep: etcd_snapshots_keep,
                 ..controller::Settings::default()
             };
             let namespace = args.namespace.clone();

@@ -384,3 +384,80 @@ async fn three_to_five_to_three_keeps_one_voter_per_machine() {
     );
     assert_eq!(changes(&env, "RemoveMember").await.len(), 2);
 }
+
+#[tokio::test]
+async fn scheduled_snapshots_are_written_kept_and_accepted_by_etcdctl() {
+    use kubeadm_controlplane::etcd_maintenance::{
+        LAST_SNAPSHOT_ANNOTATION, SCHEDULE_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION,
+    };
+    let env = setup_with(3, "prod-control-plane-genc01", false, true).await;
+    let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
+        Api::namespaced(env.client.clone(), NS);
+    let snapshots = tempfile::tempdir().unwrap();
+    let dir = snapshots.path().join(NS).join(CLUSTER);
+    std::fs::create_dir_all(&dir).unwrap();
+    // An older snapshot that falls out of the two kept, and a file that is not ours.
+    std::fs::write(dir.join("etcd-20200101T030000Z.db"), b"old").unwrap();
+    std::fs::write(dir.join("etcd-20200102T030000Z.db"), b"old").unwrap();
+    std::fs::write(dir.join("README"), b"not a snapshot").unwrap();
+    kcps.patch(
+        KCP,
+        &Default::default(),
+        &kube::api::Patch::Merge(&json!({ "metadata": { "annotations": {
+            SCHEDULE_ANNOTATION: "disabled",
+            SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
+            LAST_SNAPSHOT_ANNOTATION: "2020-01-02T03:00:00Z",
+        } } })),
+    )
+    .await
+    .unwrap();
+    let mut env = env;
+    env.tasks.push(start_with(
+        &env.client,
+        Settings {
+            snapshot_dir: Some(snapshots.path().to_owned()),
+            snapshots_keep: 2,
+            ..Settings::default()
+        },
+    ));
+    wait_converged(&env, 3, "initial").await;
+
+    let deadline = Instant::now() + CONVERGE;
+    let record = loop {
+        let kcp = kcps.get(KCP).await.unwrap();
+        let record = kcp
+            .annotations()
+            .get(LAST_SNAPSHOT_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        if !record.starts_with("2020") {
+            break record;
+        }
+        assert!(Instant::now() < deadline, "no snapshot was taken");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let path = record
+        .split_whitespace()
+        .nth(1)
+        .expect("the record names the file")
+        .to_owned();
+    let output = std::process::Command::new(testenv::binaries::etcdctl().unwrap())
+        .args(["snapshot", "status", &path, "-w", "json"])
+        .env("ETCDCTL_API", "3")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "etcdctl refused {path}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files[0], "README");
+    assert_eq!(files[1], "etcd-20200102T030000Z.db");
+    assert!(path.ends_with(&files[2]), "{files:?} {path}");
+}

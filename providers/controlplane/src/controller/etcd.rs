@@ -409,7 +409,7 @@ pub(super) async fn maintain(
             .unwrap_or_else(PoisonError::into_inner)
     };
     match step {
-        Step::Nothing | Step::Wait(_) => Ok(None),
+        Step::Nothing | Step::Wait(_) => snapshot(ctx, kcp, &key, view, now).await,
         Step::Compact => {
             let revision = view
                 .observation
@@ -466,6 +466,90 @@ pub(super) async fn maintain(
             )))
         }
     }
+}
+
+/// A scheduled snapshot (when the manager has a snapshot directory): streamed from a healthy voting
+/// member (a follower when there is one, to spare the leader) into
+/// `<dir>/<namespace>/<cluster>/etcd-<time>.db`, written under a temporary name and renamed when complete;
+/// the newest `snapshots_keep` are kept.
+async fn snapshot(
+    ctx: &Context,
+    kcp: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlane,
+    key: &ClusterKey,
+    view: &EtcdView,
+    now: Timestamp,
+) -> Result<Option<String>, Error> {
+    use etcd_maintenance::{LAST_SNAPSHOT_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION};
+    use kube::ResourceExt;
+    let Some(root) = &ctx.settings.snapshot_dir else {
+        return Ok(None);
+    };
+    let schedule = match kcp.annotations().get(SNAPSHOT_SCHEDULE_ANNOTATION) {
+        None => Some(etcd_maintenance::DEFAULT_SNAPSHOT_SCHEDULE),
+        Some(text) => DailyAt::parse(text).map_err(Error::Etcd)?,
+    };
+    let last = kcp
+        .annotations()
+        .get(LAST_SNAPSHOT_ANNOTATION)
+        .and_then(|v| v.split_whitespace().next()?.parse::<Timestamp>().ok());
+    if schedule.is_some() && last.is_none() {
+        annotate_kcp(ctx, kcp, LAST_SNAPSHOT_ANNOTATION, &now.to_string()).await?;
+        return Ok(None);
+    }
+    if !etcd_maintenance::due(schedule, last, now) {
+        return Ok(None);
+    }
+    let healthy = |m: &&Member| {
+        matches!(view.states.get(&m.id), Some(MemberState::Reachable { alarms, errors, .. }) if alarms.is_empty() && errors.is_empty())
+            && !m.is_learner
+    };
+    let source = view
+        .members
+        .iter()
+        .filter(healthy)
+        .min_by_key(|m| Some(m.id) == view.observation.leader)
+        .and_then(|m| m.client_urls.first().cloned())
+        .ok_or_else(|| Error::Etcd("no healthy voting member to take a snapshot from".into()))?;
+    let dir = root.join(&key.0).join(&key.1);
+    let io = |what: &str, e: std::io::Error| Error::Etcd(format!("snapshot: {what}: {e}"));
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| io(&format!("create {}", dir.display()), e))?;
+    let name = etcd_maintenance::snapshot_file_name(now);
+    let path = dir.join(&name);
+    let partial = dir.join(format!("{name}.partial"));
+    let mut file = tokio::fs::File::create(&partial)
+        .await
+        .map_err(|e| io(&format!("create {}", partial.display()), e))?;
+    let written = match view.etcd.snapshot(&source, &mut file).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&partial).await;
+            return Err(Error::Etcd(e.to_string()));
+        }
+    };
+    file.sync_all()
+        .await
+        .map_err(|e| io(&format!("sync {}", partial.display()), e))?;
+    tokio::fs::rename(&partial, &path)
+        .await
+        .map_err(|e| io(&format!("rename to {}", path.display()), e))?;
+    let mut names = Vec::new();
+    let mut entries = tokio::fs::read_dir(&dir)
+        .await
+        .map_err(|e| io(&format!("list {}", dir.display()), e))?;
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        names.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    for old in etcd_maintenance::snapshots_to_prune(&names, ctx.settings.snapshots_keep) {
+        let _ = tokio::fs::remove_file(dir.join(old)).await;
+    }
+    let record = format!("{now} {}", path.display());
+    annotate_kcp(ctx, kcp, LAST_SNAPSHOT_ANNOTATION, &record).await?;
+    Ok(Some(format!(
+        "wrote etcd snapshot {} ({written} bytes)",
+        path.display()
+    )))
 }
 
 fn self_round(care: &EtcdCare, key: &ClusterKey) -> Option<etcd_maintenance::Round> {

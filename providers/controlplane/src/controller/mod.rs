@@ -68,6 +68,10 @@ pub struct Settings {
     pub learner_timeout: k8s_openapi::jiff::SignedDuration,
     /// How long an added etcd member may take to start before it is removed.
     pub unstarted_grace: k8s_openapi::jiff::SignedDuration,
+    /// Where scheduled etcd snapshots go (`<dir>/<namespace>/<cluster>/`); none are taken without it.
+    pub snapshot_dir: Option<std::path::PathBuf>,
+    /// How many snapshots to keep per cluster.
+    pub snapshots_keep: usize,
 }
 
 impl Default for Settings {
@@ -79,6 +83,8 @@ impl Default for Settings {
             concurrency: 10,
             learner_timeout: crate::etcd_membership::DEFAULT_LEARNER_TIMEOUT,
             unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
+            snapshot_dir: None,
+            snapshots_keep: 7,
         }
     }
 }
