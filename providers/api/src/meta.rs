@@ -67,3 +67,39 @@ pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 /// Type of Secrets written by Cluster API providers.
 pub const CLUSTER_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
+
+/// Sets condition `type_` in a v1beta2 condition list (a `metav1.Condition` list), keeping its last
+/// transition time when the status does not change.
+pub fn set_condition(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    let now = || Time(k8s_openapi::jiff::Timestamp::now());
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => {
+            c.observed_generation = generation;
+        }
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now();
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message.into();
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: now(),
+            observed_generation: generation,
+        }),
+    }
+}

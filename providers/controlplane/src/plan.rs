@@ -65,6 +65,25 @@ pub struct Plan {
     pub up_to_date: Vec<String>,
 }
 
+/// Splits the machines not being deleted into outdated ones (with why) and the names of up-to-date ones.
+pub fn partition(
+    desired: &DesiredState,
+    machines: &[ControlPlaneMachine],
+    now: Timestamp,
+) -> (BTreeMap<String, Vec<Outdated>>, Vec<String>) {
+    let mut outdated = BTreeMap::new();
+    let mut up_to_date = Vec::new();
+    for m in machines.iter().filter(|m| !m.deleting) {
+        let reasons = up_to_date::outdated(m, desired, now);
+        if reasons.is_empty() {
+            up_to_date.push(m.name.clone());
+        } else {
+            outdated.insert(m.name.clone(), reasons);
+        }
+    }
+    (outdated, up_to_date)
+}
+
 /// Decides the next step, as Cluster API's control-plane provider does: replace outdated machines one at a
 /// time (create first with maxSurge 1, delete first with maxSurge 0), else scale toward `spec.replicas`, each
 /// only when the preflight checks pass.
@@ -77,16 +96,7 @@ pub fn next_step(observed: Observed<'_>) -> Plan {
         now,
         etcd_refuses_member,
     } = observed;
-    let mut outdated = BTreeMap::new();
-    let mut up_to_date = Vec::new();
-    for m in machines.iter().filter(|m| !m.deleting) {
-        let reasons = up_to_date::outdated(m, desired, now);
-        if reasons.is_empty() {
-            up_to_date.push(m.name.clone());
-        } else {
-            outdated.insert(m.name.clone(), reasons);
-        }
-    }
+    let (outdated, up_to_date) = partition(desired, machines, now);
     let current = i32::try_from(machines.len()).unwrap_or(i32::MAX);
     let replicas = desired.replicas;
 

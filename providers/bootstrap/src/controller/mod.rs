@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -820,28 +820,7 @@ fn set_condition(
 ) {
     let status = if ok { "True" } else { "False" };
     let message = if message.is_empty() { reason } else { message };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == status && c.reason == reason && c.message == message => {
-            c.observed_generation = generation;
-        }
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Time(k8s_openapi::jiff::Timestamp::now());
-            }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message.into();
-            c.observed_generation = generation;
-        }
-        None => conditions.push(Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-            observed_generation: generation,
-        }),
-    }
+    kubeadm_api::meta::set_condition(conditions, type_, status, reason, message, generation);
 }
 
 /// Merge patches carry our field manager too, so `managedFields` say who wrote what.

@@ -337,7 +337,7 @@ pub(super) async fn execute(
     Ok(Some(done))
 }
 
-/// Sets (`Some`) or removes (`None`) an annotation on a Machine.
+/// Sets (`Some`) or removes (`None`) an annotation on a Machine; a Machine already gone is fine.
 pub(super) async fn annotate(
     ctx: &Context,
     namespace: &str,
@@ -345,19 +345,27 @@ pub(super) async fn annotate(
     key: &str,
     value: Option<&str>,
 ) -> Result<(), Error> {
-    let patch = json!({ "metadata": { "annotations": { key: value } } });
-    let params = kube::api::PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    match Api::<Machine>::namespaced(ctx.client.clone(), namespace)
-        .patch(machine, &params, &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
+    let machines = Api::<Machine>::namespaced(ctx.client.clone(), namespace);
+    match annotate_object(&machines, machine, key, value).await {
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
+        other => other.map_err(Error::from),
     }
+}
+
+/// Sets (`Some`) or removes (`None`) one annotation of an object with a merge patch.
+async fn annotate_object<K>(
+    api: &Api<K>,
+    name: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({ "metadata": { "annotations": { key: value } } });
+    api.patch(name, &super::merge_params(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
 }
 
 /// One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]); returns
@@ -385,7 +393,7 @@ pub(super) async fn maintain(
         return Ok(None);
     }
     let due = etcd_maintenance::due(schedule, last, now);
-    let round = self_round(&ctx.etcd, &key);
+    let round = current_round(&ctx.etcd, &key);
     let step = etcd_maintenance::next_step(&view.members, &view.states, due, round.as_ref());
     let db_size = || -> i64 {
         view.observation
@@ -552,7 +560,7 @@ async fn snapshot(
     )))
 }
 
-fn self_round(care: &EtcdCare, key: &ClusterKey) -> Option<etcd_maintenance::Round> {
+fn current_round(care: &EtcdCare, key: &ClusterKey) -> Option<etcd_maintenance::Round> {
     care.rounds
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -567,18 +575,11 @@ async fn annotate_kcp(
     value: &str,
 ) -> Result<(), Error> {
     use kube::ResourceExt;
-    let patch = json!({ "metadata": { "annotations": { key: value } } });
-    let params = kube::api::PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    Api::<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane>::namespaced(
+    let kcps = Api::<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane>::namespaced(
         ctx.client.clone(),
         &kcp.namespace().unwrap_or_default(),
-    )
-    .patch(&kcp.name_any(), &params, &Patch::Merge(&patch))
-    .await?;
-    Ok(())
+    );
+    Ok(annotate_object(&kcps, &kcp.name_any(), key, Some(value)).await?)
 }
 
 #[cfg(test)]

@@ -144,7 +144,7 @@ async fn adopt(
         }
     });
     let adopted = api
-        .patch(&name, &merge_params(), &Patch::Merge(&patch))
+        .patch(&name, &super::merge_params(), &Patch::Merge(&patch))
         .await?;
     tracing::info!(kcp = %kcp.name_any(), machine = %name, "adopted control-plane Machine");
     Ok(adopted)
@@ -644,13 +644,6 @@ pub(super) async fn propagate_in_place(
     Ok(())
 }
 
-fn merge_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    }
-}
-
 /// Writes the pod-health conditions Cluster API's control-plane provider reports on each Machine
 /// (`APIServerPodHealthy`, …, `EtcdPodHealthy`), for machines whose pods were looked at, and only when a
 /// condition changed.
@@ -680,7 +673,14 @@ pub(super) async fn report_health(
                 Health::Unknown(m) => ("Unknown", "InspectionFailed", m.as_str()),
                 Health::NotChecked => continue,
             };
-            set_machine_condition(&mut conditions, condition, status, reason, message);
+            kubeadm_api::meta::set_condition(
+                &mut conditions,
+                condition,
+                status,
+                reason,
+                message,
+                None,
+            );
         }
         if conditions == before {
             continue;
@@ -690,7 +690,7 @@ pub(super) async fn report_health(
             "status": { "conditions": conditions },
         });
         match machines
-            .patch_status(name, &merge_params(), &Patch::Merge(&patch))
+            .patch_status(name, &super::merge_params(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => {}
@@ -700,33 +700,4 @@ pub(super) async fn report_health(
         }
     }
     Ok(())
-}
-
-fn set_machine_condition(
-    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-) {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == status && c.reason == reason && c.message == message => {}
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Time(Timestamp::now());
-            }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message.into();
-        }
-        None => conditions.push(Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: Time(Timestamp::now()),
-            observed_generation: None,
-        }),
-    }
 }

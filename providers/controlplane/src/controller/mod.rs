@@ -278,6 +278,14 @@ async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<A
     apply(&kcp, &cluster, ctx).await
 }
 
+/// Merge patches carry our field manager too, so `managedFields` say who wrote what.
+fn merge_params() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
 /// Replaces the finalizer list, failing if the object changed since it was read.
 async fn set_finalizers(
     api: &Api<KubeadmControlPlane>,
@@ -287,12 +295,12 @@ async fn set_finalizers(
     let patch = serde_json::json!({
         "metadata": { "finalizers": finalizers, "resourceVersion": kcp.resource_version() }
     });
-    let params = kube::api::PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    api.patch(&kcp.name_any(), &params, &kube::api::Patch::Merge(&patch))
-        .await?;
+    api.patch(
+        &kcp.name_any(),
+        &merge_params(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
 }
 
@@ -438,15 +446,7 @@ async fn apply(
     machines::report_health(ctx, &namespace, &gathered).await?;
 
     // Membership changes come first: they finish what an earlier step started (a join, a deletion).
-    let up_to_date_now: Vec<String> = plan::next_step(Observed {
-        desired: &desired,
-        machines: &gathered.machines,
-        failure_domains: &[],
-        certificates_available: true,
-        now,
-        etcd_refuses_member: None,
-    })
-    .up_to_date;
+    let (_, up_to_date_now) = plan::partition(&desired, &gathered.machines, now);
     let etcd_machines = etcd::planner_machines(&gathered.machines, &up_to_date_now);
     let mut etcd_refuses_member = None;
     let mut etcd_action = None;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubeadm_api::cluster::v1beta2::StatusVersion;
@@ -380,28 +380,7 @@ fn set_condition(
     generation: Option<i64>,
 ) {
     let status = if ok { "True" } else { "False" };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == status && c.reason == reason && c.message == message => {
-            c.observed_generation = generation;
-        }
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Time(k8s_openapi::jiff::Timestamp::now());
-            }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message.into();
-            c.observed_generation = generation;
-        }
-        None => conditions.push(Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-            observed_generation: generation,
-        }),
-    }
+    kubeadm_api::meta::set_condition(conditions, type_, status, reason, message, generation);
 }
 
 #[cfg(test)]

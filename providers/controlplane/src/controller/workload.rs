@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch};
 use kubeadm_bootstrap::workload::{self, WorkloadError};
 
 use crate::endpoints::{self, CLUSTER_STATUS_KEY, MachinePods, MachineRef};
@@ -111,10 +111,7 @@ pub(super) async fn remove_cluster_status(client: &kube::Client) -> Result<bool,
         "metadata": { "resourceVersion": config.resource_version() },
         "data": { CLUSTER_STATUS_KEY: null },
     });
-    let params = PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
+    let params = super::merge_params();
     bounded(config_maps.patch("kubeadm-config", &params, &Patch::Merge(&patch))).await?;
     Ok(true)
 }
