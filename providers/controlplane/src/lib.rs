@@ -2,7 +2,7 @@
 //!
 //! The decisions (what the desired machine looks like, which machines are outdated, where to scale, whether it
 //! is safe to act, which etcd membership change comes next) are pure functions over plain data in [`desired`],
-//! [`up_to_date`], [`selection`], [`preflight`], [`plan`] and [`etcd_membership`]; [`controller`] gathers the
+//! [`up_to_date`], [`selection`], [`preflight`], [`plan`], [`etcd_membership`] and [`remediation`]; [`controller`] gathers the
 //! state from the API server, asks [`plan::next_step`] and applies the one step it returns.
 //! [`webhooks`] serves the admission and conversion webhooks of its kinds.
 
@@ -20,6 +20,7 @@ pub mod kubeconfig;
 pub mod machines;
 pub mod plan;
 pub mod preflight;
+pub mod remediation;
 pub mod selection;
 pub mod up_to_date;
 pub mod webhooks;

@@ -504,3 +504,119 @@ async fn adopts_foreign_machines_honours_pause_and_deletes_in_order() {
     }
     assert!(machines(&env.client).await.is_empty());
 }
+
+/// What a MachineHealthCheck does to a Machine it finds unhealthy and leaves to its owner.
+async fn mark_unhealthy(client: &kube::Client, name: &str) {
+    let api = Api::<Machine>::namespaced(client.clone(), NS);
+    let machine = api.get(name).await.unwrap();
+    let mut conditions = machine.status.clone().unwrap_or_default().conditions;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for type_ in ["HealthCheckSucceeded", "OwnerRemediated"] {
+        conditions.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: type_.into(),
+            status: "False".into(),
+            reason: "NodeStartupTimeout".into(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+            observed_generation: None,
+        });
+    }
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": { "conditions": conditions } })),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until `victim` is gone and a replacement that records the remediation of `victim` runs;
+/// returns the replacement and the retry count it records.
+async fn wait_replaced(env: &Env, victim: &str) -> (String, i64) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let all = machines(&env.client).await;
+        let replacement = all.iter().find_map(|m| {
+            let record: serde_json::Value = serde_json::from_str(
+                m.annotations()
+                    .get("controlplane.cluster.x-k8s.io/remediation-for")?,
+            )
+            .ok()?;
+            (record["machine"] == victim).then(|| (m.name_any(), record["retryCount"].as_i64()))
+        });
+        if !all.iter().any(|m| m.name_any() == victim)
+            && let Some((name, Some(retries))) = replacement
+        {
+            wait_converged(env, 3, "after remediation").await;
+            return (name, retries);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{victim} was not replaced: {:?}",
+            all.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn unhealthy_machines_are_replaced_retries_counted_and_limited() {
+    let env = setup(3, "prod-control-plane-genc01", true).await;
+    wait_converged(&env, 3, "initial").await;
+
+    // A machine a health check hands over is deleted and replaced; the replacement records it.
+    let first = machines(&env.client).await[0].name_any();
+    mark_unhealthy(&env.client, &first).await;
+    let (second, retries) = wait_replaced(&env, &first).await;
+    assert_eq!(retries, 0, "a first remediation is no retry");
+    let status = kcp(&env.client).await;
+    assert!(
+        !status
+            .annotations()
+            .contains_key("controlplane.cluster.x-k8s.io/remediation-in-progress"),
+        "the in-progress record is removed once the replacement exists"
+    );
+    let last = status.status.unwrap().last_remediation.unwrap();
+    assert_eq!(
+        (last.machine.as_str(), last.retry_count),
+        (first.as_str(), 0)
+    );
+
+    // The replacement failing within the healthy period is a retry.
+    mark_unhealthy(&env.client, &second).await;
+    let (third, retries) = wait_replaced(&env, &second).await;
+    assert_eq!(retries, 1);
+
+    // Retries spent: the machine stays and says why.
+    patch_kcp(&env.client, json!({ "remediation": { "maxRetry": 1 } })).await;
+    mark_unhealthy(&env.client, &third).await;
+    let machine_api = Api::<Machine>::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let machine = machine_api.get(&third).await.unwrap();
+        let owner = machine
+            .status
+            .unwrap_or_default()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "OwnerRemediated");
+        if let Some(c) = owner.filter(|c| c.reason == "CannotBeRemediated") {
+            assert!(c.message.contains("maxRetry"), "{}", c.message);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no CannotBeRemediated condition");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(machine_api.get_opt(&third).await.unwrap().is_some());
+    let events = Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let reasons: Vec<&str> = events
+        .items
+        .iter()
+        .filter_map(|e| e.reason.as_deref())
+        .collect();
+    assert!(reasons.contains(&"MachineRemediated"), "{reasons:?}");
+    assert!(reasons.contains(&"RemediationBlocked"), "{reasons:?}");
+}

@@ -4,6 +4,7 @@
 mod etcd;
 mod machines;
 mod metrics;
+mod remediation;
 mod status;
 mod workload;
 
@@ -488,6 +489,23 @@ async fn apply(
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
 
+    // Then unhealthy machines: one replaced at a time, before any other change.
+    let inputs = remediation::Inputs {
+        initialized,
+        external_etcd: desired.external_etcd,
+        etcd: etcd_view.as_ref(),
+        etcd_machines: &etcd_machines,
+        now,
+    };
+    match remediation::reconcile(ctx, kcp, &gathered, inputs).await? {
+        remediation::Outcome::Remediated(data) => {
+            report.last_remediation(Some(&data));
+            report.write(ctx, kcp).await?;
+            return Ok(Action::requeue(WAIT));
+        }
+        remediation::Outcome::Continue(last) => report.last_remediation(last.as_ref()),
+    }
+
     let failure_domains = control_plane_failure_domains(cluster);
     let plan = plan::next_step(Observed {
         desired: &desired,
@@ -552,7 +570,20 @@ async fn take_step(
         Step::Idle => Ok(Action::requeue(RESYNC)),
         Step::Wait { .. } => Ok(Action::requeue(WAIT)),
         Step::Initialize { failure_domain } => {
-            let name = machines::create(ctx, kcp, cluster, desired, failure_domain, true).await?;
+            let record = remediation::in_progress_record(ctx, kcp).await?;
+            let name = machines::create(
+                ctx,
+                kcp,
+                cluster,
+                desired,
+                failure_domain,
+                true,
+                record.as_deref(),
+            )
+            .await?;
+            if record.is_some() {
+                remediation::set_in_progress(ctx, kcp, None).await?;
+            }
             let note = format!("created Machine {name} to initialize the control plane");
             publish_about(
                 ctx,
@@ -570,10 +601,26 @@ async fn take_step(
             failure_domain,
             purpose,
         } => {
-            let name = machines::create(ctx, kcp, cluster, desired, failure_domain, false).await?;
-            let why = match purpose {
-                plan::Purpose::Scale => "to scale up".to_owned(),
-                plan::Purpose::Rollout => format!("to roll out generation {}", desired.generation),
+            let record = remediation::in_progress_record(ctx, kcp).await?;
+            let name = machines::create(
+                ctx,
+                kcp,
+                cluster,
+                desired,
+                failure_domain,
+                false,
+                record.as_deref(),
+            )
+            .await?;
+            if record.is_some() {
+                remediation::set_in_progress(ctx, kcp, None).await?;
+            }
+            let why = match (purpose, record.is_some()) {
+                (_, true) => "to replace a remediated machine".to_owned(),
+                (plan::Purpose::Scale, false) => "to scale up".to_owned(),
+                (plan::Purpose::Rollout, false) => {
+                    format!("to roll out generation {}", desired.generation)
+                }
             };
             let note = format!("created Machine {name} {why}");
             publish_about(
