@@ -558,6 +558,33 @@ async fn apply(
     outcome
 }
 
+/// Creates a machine; one created while a remediation is in progress replaces the remediated machine,
+/// records that remediation and ends it (returns true then).
+async fn create_machine(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    desired: &DesiredState,
+    failure_domain: Option<String>,
+    init: bool,
+) -> Result<(String, bool), Error> {
+    let record = remediation::in_progress_record(ctx, kcp).await?;
+    let name = machines::create(
+        ctx,
+        kcp,
+        cluster,
+        desired,
+        failure_domain,
+        init,
+        record.as_deref(),
+    )
+    .await?;
+    if record.is_some() {
+        remediation::set_in_progress(ctx, kcp, None).await?;
+    }
+    Ok((name, record.is_some()))
+}
+
 async fn take_step(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
@@ -570,20 +597,8 @@ async fn take_step(
         Step::Idle => Ok(Action::requeue(RESYNC)),
         Step::Wait { .. } => Ok(Action::requeue(WAIT)),
         Step::Initialize { failure_domain } => {
-            let record = remediation::in_progress_record(ctx, kcp).await?;
-            let name = machines::create(
-                ctx,
-                kcp,
-                cluster,
-                desired,
-                failure_domain,
-                true,
-                record.as_deref(),
-            )
-            .await?;
-            if record.is_some() {
-                remediation::set_in_progress(ctx, kcp, None).await?;
-            }
+            let (name, _) =
+                create_machine(ctx, kcp, cluster, desired, failure_domain, true).await?;
             let note = format!("created Machine {name} to initialize the control plane");
             publish_about(
                 ctx,
@@ -601,21 +616,9 @@ async fn take_step(
             failure_domain,
             purpose,
         } => {
-            let record = remediation::in_progress_record(ctx, kcp).await?;
-            let name = machines::create(
-                ctx,
-                kcp,
-                cluster,
-                desired,
-                failure_domain,
-                false,
-                record.as_deref(),
-            )
-            .await?;
-            if record.is_some() {
-                remediation::set_in_progress(ctx, kcp, None).await?;
-            }
-            let why = match (purpose, record.is_some()) {
+            let (name, replaces) =
+                create_machine(ctx, kcp, cluster, desired, failure_domain, false).await?;
+            let why = match (purpose, replaces) {
                 (_, true) => "to replace a remediated machine".to_owned(),
                 (plan::Purpose::Scale, false) => "to scale up".to_owned(),
                 (plan::Purpose::Rollout, false) => {
