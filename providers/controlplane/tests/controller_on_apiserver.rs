@@ -158,6 +158,20 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
         kcp(&env.client).await.status.unwrap().version.as_deref(),
         Some("v1.33.2")
     );
+    // The joins read their static-pod settings from the workload cluster's kubeadm-config: it was
+    // brought to the new version before the first new machine joined.
+    let kubeadm_config =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(env.client.clone(), "kube-system")
+            .get("kubeadm-config")
+            .await
+            .unwrap();
+    let cluster_configuration: serde_json::Value =
+        serde_saphyr::from_str(&kubeadm_config.data.unwrap()["ClusterConfiguration"]).unwrap();
+    assert_eq!(cluster_configuration["kubernetesVersion"], "v1.33.2");
+    assert_eq!(
+        cluster_configuration["apiVersion"],
+        "kubeadm.k8s.io/v1beta4"
+    );
 
     // At rest, re-applying the unchanged control plane writes nothing.
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -102,6 +102,14 @@ pub enum Error {
     Infrastructure(String),
     #[error("etcd: {0}")]
     Etcd(String),
+    #[error("{0}")]
+    Workload(String),
+}
+
+impl From<workload::Unreachable> for Error {
+    fn from(e: workload::Unreachable) -> Self {
+        Error::Workload(e.to_string())
+    }
 }
 
 impl Error {
@@ -112,6 +120,7 @@ impl Error {
             Error::Kubeconfig(_) => "kubeconfig",
             Error::Infrastructure(_) => "infrastructure",
             Error::Etcd(_) => "etcd",
+            Error::Workload(_) => "workload",
         }
     }
 }
@@ -558,6 +567,40 @@ async fn apply(
     outcome
 }
 
+/// Brings the workload cluster's `kubeadm-config` ClusterConfiguration in line with the spec before a
+/// machine joins (see [`crate::cluster_configuration`]).
+async fn update_cluster_configuration(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    desired: &DesiredState,
+) -> Result<(), Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let facts = kubeadm_bootstrap::controller::cluster_facts(cluster, &desired.version);
+    let document =
+        kubeadm_bootstrap::render::kubeadm::cluster_configuration_document(&desired.init, &facts)
+            .map_err(|e| Error::Infrastructure(e.to_string()))?;
+    let client = ctx
+        .workload
+        .get(&ctx.client, &namespace, &cluster.name_any())
+        .await?;
+    if workload::update_cluster_configuration(&client, &document).await? {
+        let note = format!(
+            "updated the ClusterConfiguration in the workload cluster's kubeadm-config for Kubernetes {}",
+            desired.version
+        );
+        publish(
+            ctx,
+            kcp,
+            EventType::Normal,
+            "ClusterConfigurationUpdated",
+            &note,
+        )
+        .await;
+    }
+    Ok(())
+}
+
 /// Creates a machine; one created while a remediation is in progress replaces the remediated machine,
 /// records that remediation and ends it (returns true then).
 async fn create_machine(
@@ -616,6 +659,8 @@ async fn take_step(
             failure_domain,
             purpose,
         } => {
+            // The joining machine renders its static pods from the workload cluster's copy.
+            update_cluster_configuration(ctx, kcp, cluster, desired).await?;
             let (name, replaces) =
                 create_machine(ctx, kcp, cluster, desired, failure_domain, false).await?;
             let why = match (purpose, replaces) {
