@@ -9,6 +9,7 @@
 /// Field manager of every server-side apply this provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 
+pub mod cluster_template;
 pub mod controller;
 pub mod desired;
 pub mod endpoints;
