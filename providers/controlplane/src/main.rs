@@ -80,13 +80,13 @@ struct GenerateClusterArgs {
 }
 
 #[derive(clap::Args)]
-#[group(id = "counter", required = true, multiple = false)]
+#[command(group = clap::ArgGroup::new("counter").required(true).args(["control_plane", "workers"]))]
 struct BumpGenerationArgs {
     /// Bump `CONTROL_PLANE_MACHINE_GEN`.
-    #[arg(long, group = "counter")]
+    #[arg(long)]
     control_plane: bool,
     /// Bump `WORKER_MACHINE_GEN`.
-    #[arg(long, group = "counter")]
+    #[arg(long)]
     workers: bool,
     /// The clusterctl configuration file; only the counter's value changes, atomically.
     #[arg(value_name = "CLUSTERCTL_YAML")]

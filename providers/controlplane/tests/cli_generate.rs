@@ -85,6 +85,34 @@ fn generate_cluster_prints_the_rendered_template() {
 }
 
 #[test]
+fn the_template_can_come_from_standard_input() {
+    use std::io::Write;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BINARY)
+        .args(["generate", "cluster", "prod", "--from", "-"])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("GREETING", "hello")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"name: ${CLUSTER_NAME}\nmessage: ${GREETING} $$HOME ${MISSING:=none}\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "name: prod\nmessage: hello $HOME none\n"
+    );
+}
+
+#[test]
 fn flags_win_over_the_environment_which_wins_over_the_file() {
     let output = run(
         &[

@@ -254,6 +254,31 @@ fn the_openstack_template_has_the_scs_shape() {
     assert!(rendered.contains("  version: v1.34.2\n"));
 }
 
+/// The OpenStack template rendered with the example settings; review changes as a diff of
+/// `tests/golden/cluster-template.yaml`, `UPDATE_GOLDEN=1 cargo test` rewrites it.
+#[test]
+fn the_openstack_template_renders_as_the_golden_file() {
+    let template = std::fs::read_to_string(templates_dir().join("cluster-template.yaml")).unwrap();
+    let rendered = render(
+        "templates/cluster-template.yaml",
+        &template,
+        &example_text(),
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/cluster-template.yaml");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &rendered).unwrap();
+        return;
+    }
+    let golden = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run UPDATE_GOLDEN=1 cargo test", path.display()));
+    assert!(
+        golden == rendered,
+        "the rendered template differs from tests/golden/cluster-template.yaml; if the change is \
+         intended, run UPDATE_GOLDEN=1 cargo test and review the diff\n--- rendered ---\n{rendered}"
+    );
+}
+
 #[test]
 fn rendering_unchanged_settings_twice_gives_the_same_bytes() {
     let example = example_text();

@@ -104,7 +104,7 @@ pub fn bump_in_text(file: &str, text: &str, variable: &str) -> Result<Bump, Bump
         super::SettingsError::Malformed { line, message, .. } => rejected(line, message),
         other => rejected(1, other.to_string()),
     })?;
-    let mut entries = top_level_keys(text).filter(|entry| entry.key == variable);
+    let mut entries = top_level_keys(text).filter(|entry| entry.key.eq_ignore_ascii_case(variable));
     let Some(entry) = entries.next() else {
         return Err(rejected(
             1,
@@ -275,6 +275,9 @@ OTHER_GEN: genx
             error.to_string().contains("not a one-line value"),
             "{error}"
         );
+        let lower_case = "worker_machine_gen: genw1 # as viper reads it\n";
+        let bump = bump_in_text("c.yaml", lower_case, WORKER_MACHINE_GEN).unwrap();
+        assert_eq!(bump.text, "worker_machine_gen: genw2 # as viper reads it\n");
         let malformed = "A: [\nWORKER_MACHINE_GEN: genw1\n";
         assert!(bump_in_text("c.yaml", malformed, WORKER_MACHINE_GEN).is_err());
     }

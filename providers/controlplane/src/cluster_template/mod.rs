@@ -14,8 +14,8 @@ pub mod substitute;
 use std::fmt;
 
 pub use counters::{
-    Bump, BumpError, CONTROL_PLANE_MACHINE_GEN, WORKER_MACHINE_GEN, bump_file, bump_in_text,
-    next_counter,
+    Bump, BumpError, CONTROL_PLANE_MACHINE_GEN, NotACounter, WORKER_MACHINE_GEN, bump_file,
+    bump_in_text, next_counter,
 };
 pub use settings::{ClusterOptions, Settings, SettingsError};
 pub use substitute::{SyntaxError, Template, TemplateVariable};
