@@ -431,4 +431,15 @@ fn bump_generation_refuses_a_counter_without_digits_and_writes_nothing() {
         Some(2),
         "one of --control-plane and --workers is required"
     );
+    let output = run(
+        &[
+            "bump-generation",
+            "--control-plane",
+            "--workers",
+            config.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2), "only one of them at a time");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), original);
 }
