@@ -14,7 +14,7 @@
 //! `${VAR:+alt}`) and its string functions (`${#VAR}`, `${VAR^^}`, `${VAR:1:2}`, `${VAR/a/b}`, …) are
 //! rejected with the line they are on, rather than rendered differently from clusterctl.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// A piece of a parsed template.
@@ -90,11 +90,11 @@ impl Template {
 
     /// Every variable used outside a default, once, at its first use, in order of first use.
     pub fn variables(&self) -> Vec<TemplateVariable> {
-        let mut seen = BTreeMap::new();
+        let mut seen = BTreeSet::new();
         let mut variables = Vec::new();
         for node in &self.nodes {
             if let Node::Variable(variable) = node
-                && seen.insert(variable.name.clone(), ()).is_none()
+                && seen.insert(variable.name.as_str())
             {
                 let default = variable
                     .default
