@@ -113,6 +113,36 @@ fn the_template_can_come_from_standard_input() {
 }
 
 #[test]
+fn objects_without_a_namespace_go_to_the_target_namespace() {
+    let folder = tempfile::tempdir().unwrap();
+    let template = folder.path().join("cluster-template.yaml");
+    std::fs::write(
+        &template,
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: ${CLUSTER_NAME}-reader\n",
+    )
+    .unwrap();
+    let output = run(
+        &[
+            "generate",
+            "cluster",
+            "prod",
+            "--from",
+            template.to_str().unwrap(),
+            "--target-namespace",
+            "team-a",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  namespace: team-a\n  name: prod\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: prod-reader\n"
+    );
+}
+
+#[test]
 fn flags_win_over_the_environment_which_wins_over_the_file() {
     let output = run(
         &[

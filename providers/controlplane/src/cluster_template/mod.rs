@@ -3,13 +3,15 @@
 //! up a Sovereign Cloud Stack generation counter in the settings file so the next render rolls a group
 //! of machines.
 //!
-//! [`substitute`] parses and substitutes `${VAR}` expressions, [`settings`] finds the values, [`counters`]
-//! bumps `CONTROL_PLANE_MACHINE_GEN` / `WORKER_MACHINE_GEN`. All of it is pure but for
+//! [`substitute`] parses and substitutes `${VAR}` expressions, [`settings`] finds the values,
+//! [`target_namespace`] moves the objects into the target namespace, [`counters`] bumps
+//! `CONTROL_PLANE_MACHINE_GEN` / `WORKER_MACHINE_GEN`. All of it is pure but for
 //! [`Settings::load`] and [`counters::bump_file`].
 
 pub mod counters;
 pub mod settings;
 pub mod substitute;
+pub mod target_namespace;
 
 use std::fmt;
 
@@ -30,6 +32,16 @@ pub enum GenerateError {
         template: String,
         /// Where and what.
         error: SyntaxError,
+    },
+    /// The rendered text is not YAML, so its objects cannot be put into the target namespace.
+    #[error("{template}: line {line} of the rendered output is not YAML: {message}")]
+    NotYaml {
+        /// The template as named by the caller.
+        template: String,
+        /// Line in the rendered output, counting from 1.
+        line: usize,
+        /// What the YAML parser said.
+        message: String,
     },
     /// Required variables have no value; every one is listed with the line of its first use.
     #[error("{}", MissingList { template, missing })]
@@ -69,6 +81,8 @@ impl fmt::Display for MissingList<'_> {
 
 /// Renders `template` with `settings` as `clusterctl generate cluster` does; `template_name` only names
 /// it in errors. Fails, rendering nothing, when the syntax is wrong or any required variable is unset.
+/// When `NAMESPACE` was set for the cluster ([`Settings::for_cluster`]), every namespaced object ends up
+/// in that namespace, as clusterctl puts them into its target namespace.
 pub fn generate(
     template: &str,
     template_name: &str,
@@ -82,7 +96,19 @@ pub fn generate(
             missing,
         });
     }
-    Ok(parsed.render(|name| settings.get(name)))
+    let rendered = parsed.render(|name| settings.get(name));
+    match settings.get("NAMESPACE") {
+        Some(namespace) if settings.is_set_for_cluster("NAMESPACE") => {
+            target_namespace::into_namespace(&rendered, namespace).map_err(|error| {
+                GenerateError::NotYaml {
+                    template: template_name.to_owned(),
+                    line: error.line,
+                    message: error.message,
+                }
+            })
+        }
+        _ => Ok(rendered),
+    }
 }
 
 /// The variables `template` uses, each at its first use, in order of first use.
@@ -210,6 +236,40 @@ spec:
              templates/cluster-template.yaml:7: PREFIX\n  \
              templates/cluster-template.yaml:7: CONTROL_PLANE_MACHINE_GEN\n  \
              templates/cluster-template.yaml:9: FLAVOR"
+        );
+    }
+
+    #[test]
+    fn objects_land_in_the_target_namespace() {
+        let mut settings = Settings::new()
+            .for_cluster(&ClusterOptions {
+                cluster_name: "prod".into(),
+                target_namespace: Some("team-a".into()),
+                ..ClusterOptions::default()
+            })
+            .unwrap();
+        settings.set("X", "1");
+        let template =
+            "kind: ConfigMap\nmetadata:\n  name: ${CLUSTER_NAME}\ndata:\n  x: \"${X}\"\n";
+        assert_eq!(
+            generate(template, "t.yaml", &settings).unwrap(),
+            "kind: ConfigMap\nmetadata:\n  namespace: team-a\n  name: prod\ndata:\n  x: \"1\"\n"
+        );
+        // Without a cluster to generate for, the text is only substituted.
+        let mut plain = Settings::new();
+        plain.set("CLUSTER_NAME", "prod");
+        plain.set("X", "1");
+        assert!(
+            !generate(template, "t.yaml", &plain)
+                .unwrap()
+                .contains("namespace")
+        );
+        let error = generate("a: [${X}\n", "t.yaml", &settings).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("t.yaml: line 1 of the rendered output is not YAML: "),
+            "{error}"
         );
     }
 
