@@ -176,7 +176,10 @@ fn generate_cluster(args: &GenerateClusterArgs) -> Result<(), String> {
     }
     .map_err(|error| format!("cannot read {template_name}: {error}"))?;
     let config = args.config.clone().or_else(default_clusterctl_config);
-    let settings = Settings::load(config.as_deref(), std::env::vars())
+    // Variables that are not UTF-8 cannot be substituted into YAML; leave them out rather than panic.
+    let env = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
+    let settings = Settings::load(config.as_deref(), env)
         .and_then(|settings| {
             settings.for_cluster(&ClusterOptions {
                 cluster_name: args.name.clone(),
