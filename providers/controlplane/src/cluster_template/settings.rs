@@ -170,6 +170,7 @@ impl Settings {
         option: Option<i64>,
         default: i64,
     ) -> Result<i64, SettingsError> {
+        // clusterctl's defaults are also its lower bounds: 1 control-plane machine, 0 workers.
         let minimum = default;
         let count = match (option, self.get(name)) {
             (Some(count), _) => count,
