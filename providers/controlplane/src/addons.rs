@@ -275,13 +275,13 @@ mod tests {
                 to_image: "registry.k8s.io/coredns/coredns:v1.12.0".into()
             }))
         );
-        // A registry change alone moves the image too.
+        // A registry change alone moves the image too; like kubeadm, a custom registry holds `coredns`.
         assert_eq!(
             coredns_upgrade(running, None, None, Some("mirror.example"))
                 .unwrap()
                 .unwrap()
                 .to_image,
-            "mirror.example/coredns/coredns:v1.11.3"
+            "mirror.example/coredns:v1.11.3"
         );
         let down = coredns_upgrade(running, None, Some("v1.10.1"), None).unwrap_err();
         assert!(matches!(down, AddonError::Downgrade { .. }), "{down}");

@@ -10,6 +10,7 @@
 /// Field manager of every server-side apply this provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 
+pub mod addons;
 pub mod cluster_configuration;
 pub mod cluster_template;
 pub mod controller;

@@ -634,3 +634,175 @@ async fn unhealthy_machines_are_replaced_retries_counted_and_limited() {
     assert!(reasons.contains(&"MachineRemediated"), "{reasons:?}");
     assert!(reasons.contains(&"RemediationBlocked"), "{reasons:?}");
 }
+
+/// The add-ons kubeadm installs, as a real cluster has them (a second container in kube-proxy's pod
+/// shows that only the named container changes).
+async fn install_addons(client: &kube::Client) {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let workload = |kind: &str, name: &str, containers: serde_json::Value| {
+        json!({
+            "apiVersion": "apps/v1", "kind": kind,
+            "metadata": { "name": name, "namespace": "kube-system" },
+            "spec": {
+                "selector": { "matchLabels": { "k8s-app": name } },
+                "template": {
+                    "metadata": { "labels": { "k8s-app": name } },
+                    "spec": { "containers": containers },
+                },
+            },
+        })
+    };
+    let proxy: DaemonSet = serde_json::from_value(workload(
+        "DaemonSet",
+        "kube-proxy",
+        json!([
+            { "name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:v1.32.4" },
+            { "name": "log-shipper", "image": "example.org/shipper:1.0" },
+        ]),
+    ))
+    .unwrap();
+    let dns: Deployment = serde_json::from_value(workload(
+        "Deployment",
+        "coredns",
+        json!([{ "name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.11.3" }]),
+    ))
+    .unwrap();
+    let corefile: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "coredns", "namespace": "kube-system" },
+        "data": { "Corefile": ".:53 {\n    errors\n    forward . /etc/resolv.conf\n}\n" },
+    }))
+    .unwrap();
+    let pp = PostParams::default();
+    Api::<DaemonSet>::namespaced(client.clone(), "kube-system")
+        .create(&pp, &proxy)
+        .await
+        .unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "kube-system")
+        .create(&pp, &dns)
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .create(&pp, &corefile)
+        .await
+        .unwrap();
+}
+
+/// Images of the named object's containers, by container name.
+async fn images<K>(client: &kube::Client, name: &str) -> std::collections::BTreeMap<String, String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let object = Api::<K>::namespaced(client.clone(), "kube-system")
+        .get(name)
+        .await
+        .unwrap();
+    let value = serde_json::to_value(object).unwrap();
+    value["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["image"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn wait_for<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + CONVERGE;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn kube_proxy_follows_the_version_and_coredns_the_dns_settings() {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    let mut env = setup(1, "prod-control-plane-genc01", false).await;
+    install_addons(&env.client).await;
+    env.tasks.push(start(&env.client));
+    wait_converged(&env, 1, "initial").await;
+
+    let client = env.client.clone();
+    wait_for("kube-proxy not moved to v1.33.1", || {
+        let client = client.clone();
+        async move {
+            images::<DaemonSet>(&client, "kube-proxy").await["kube-proxy"]
+                == "registry.k8s.io/kube-proxy:v1.33.1"
+        }
+    })
+    .await;
+    assert_eq!(
+        images::<DaemonSet>(&client, "kube-proxy").await["log-shipper"],
+        "example.org/shipper:1.0"
+    );
+    assert_eq!(
+        images::<Deployment>(&client, "coredns").await["coredns"],
+        "registry.k8s.io/coredns/coredns:v1.11.3",
+        "CoreDNS moves only when clusterConfiguration.dns asks"
+    );
+
+    patch_kcp(
+        &client,
+        json!({ "kubeadmConfigSpec": { "clusterConfiguration": { "dns": { "imageTag": "v1.12.0" } } } }),
+    )
+    .await;
+    wait_for("CoreDNS not moved to v1.12.0", || {
+        let client = client.clone();
+        async move {
+            images::<Deployment>(&client, "coredns").await["coredns"]
+                == "registry.k8s.io/coredns/coredns:v1.12.0"
+        }
+    })
+    .await;
+    let corefile =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "kube-system")
+            .get("coredns")
+            .await
+            .unwrap()
+            .data
+            .unwrap();
+    assert_eq!(corefile["Corefile-backup"], corefile["Corefile"]);
+
+    // A downgrade is refused with an Event naming the field.
+    patch_kcp(
+        &client,
+        json!({ "kubeadmConfigSpec": { "clusterConfiguration": { "dns": { "imageTag": "v1.10.1" } } } }),
+    )
+    .await;
+    wait_for("no AddonUpdateFailed Event", || {
+        let client = client.clone();
+        async move {
+            Api::<Event>::namespaced(client, NS)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("AddonUpdateFailed")
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains("dns.imageTag"))
+                })
+        }
+    })
+    .await;
+    assert_eq!(
+        images::<Deployment>(&client, "coredns").await["coredns"],
+        "registry.k8s.io/coredns/coredns:v1.12.0"
+    );
+}

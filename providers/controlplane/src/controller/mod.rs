@@ -1,6 +1,7 @@
 //! The KubeadmControlPlane controller: gathers a control plane's state, asks [`crate::plan::next_step`] for
 //! the one step to take, takes it, and reports in the status why it waits.
 
+mod addons;
 mod etcd;
 mod machines;
 mod metrics;
@@ -525,6 +526,9 @@ async fn apply(
         etcd_refuses_member: etcd_refuses_member.as_deref(),
     });
     report.observe(&desired, &gathered.machines, &plan, initialized);
+    if plan.step == Step::Idle && initialized {
+        update_addons(ctx, kcp, &cluster_name, &desired).await;
+    }
     if plan.step == Step::Idle
         && let (Some(Ok(view)), Some(crate::etcd_membership::Action::Nothing)) =
             (&etcd_view, &etcd_action)
@@ -565,6 +569,33 @@ async fn apply(
     }
     report.write(ctx, kcp).await?;
     outcome
+}
+
+/// kube-proxy and CoreDNS follow the spec once every machine is up to date; a failure is an Event and does
+/// not hold the rest of the reconcile (etcd care in particular).
+async fn update_addons(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+    desired: &DesiredState,
+) {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let result = match ctx.workload.get(&ctx.client, &namespace, cluster).await {
+        Ok(client) => addons::reconcile(&client, kcp, desired).await,
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(changes) => {
+            for change in changes {
+                tracing::info!(kcp = %kcp.name_any(), "{change}");
+                publish(ctx, kcp, EventType::Normal, "AddonUpdated", &change).await;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(kcp = %kcp.name_any(), "{e}");
+            publish(ctx, kcp, EventType::Warning, "AddonUpdateFailed", &e).await;
+        }
+    }
 }
 
 /// Brings the workload cluster's `kubeadm-config` ClusterConfiguration in line with the spec before a
