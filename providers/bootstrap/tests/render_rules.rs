@@ -277,6 +277,35 @@ fn discovery_kubeconfig_needs_a_path() {
 }
 
 #[test]
+fn discovery_kubeconfig_path_must_be_a_file_path() {
+    let mut spec = discovery_file_spec();
+    spec.join_configuration.discovery.file.kube_config_path =
+        "https://config.example.com/discovery.conf".into();
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfigPath",
+        "must be an absolute file path when kubeConfig is set",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn discovery_kubeconfig_user_has_one_credential_source() {
+    let mut spec = discovery_file_spec();
+    spec.join_configuration
+        .discovery
+        .file
+        .kube_config
+        .user
+        .auth_provider
+        .name = "oidc".into();
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfig.user",
+        "only one of authProvider or exec",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
 fn discovery_kubeconfig_needs_a_server_without_control_plane_endpoint() {
     let spec = discovery_file_spec();
     let mut cluster = common::cluster(V1BETA4_VERSION);

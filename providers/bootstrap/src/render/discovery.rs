@@ -39,6 +39,16 @@ fn kubeconfig(input: &RenderInput, discovery: &FileDiscovery) -> Result<String, 
             "must be set: the kubeconfig from discovery.file.kubeConfig is written to that path",
         ));
     }
+    if !discovery.kube_config_path.starts_with('/') {
+        return Err(invalid(
+            format!("{FIELD}.kubeConfigPath"),
+            format!(
+                "{:?} must be an absolute file path when kubeConfig is set (it is written there); \
+                 a URL is only for a kubeconfig served elsewhere",
+                discovery.kube_config_path
+            ),
+        ));
+    }
     let spec = &discovery.kube_config.cluster;
     let server = match spec.server.as_deref().filter(|s| !s.is_empty()) {
         Some(server) => server.to_owned(),
@@ -98,6 +108,12 @@ fn kubeconfig(input: &RenderInput, discovery: &FileDiscovery) -> Result<String, 
 }
 
 fn user(spec: &KubeConfigUser) -> Result<User, RenderError> {
+    if spec.auth_provider.is_defined() && spec.exec.is_defined() {
+        return Err(invalid(
+            format!("{FIELD}.kubeConfig.user"),
+            "only one of authProvider or exec may be set",
+        ));
+    }
     let auth_provider = if spec.auth_provider.is_defined() {
         if spec.auth_provider.name.is_empty() {
             return Err(invalid(
