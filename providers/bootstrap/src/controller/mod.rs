@@ -631,20 +631,22 @@ async fn keep_token_useful(facts: &Facts, ctx: &Context) -> Result<Action, Error
     let workload = counted(&workload, ApiServer::Workload);
     let ttl = ctx.settings.token_ttl;
     let now = SystemTime::now();
-    let observed = tokens::observe(&workload, &token).await?;
+    let mut observed = tokens::observe(&workload, &token).await?;
     let mut step = tokens::next_step(consumer, observed, ttl, now);
     if step == TokenStep::Extend
         && tokens::extend(&workload, &token, ttl, now).await? == Refresh::Missing
     {
         // Deleted between the read and the write: the same as not found.
-        step = tokens::next_step(consumer, tokens::Observed::Missing, ttl, now);
+        observed = tokens::Observed::Missing;
+        step = tokens::next_step(consumer, observed, ttl, now);
     }
     match step {
         TokenStep::Wait | TokenStep::Extend => {}
         TokenStep::Rotate => return rotate_token(facts, ctx).await,
     }
-    if observed == tokens::Observed::Missing && step == TokenStep::Wait {
-        tracing::warn!(config = %facts.config.name_any(), "join token is gone from the workload cluster");
+    if observed == tokens::Observed::Missing {
+        // A Machine's data may already be on the machine: it is not rewritten, the join will fail.
+        tracing::warn!(config = %facts.config.name_any(), owner = %facts.owner.describe(), "join token is gone from the workload cluster");
     }
     Ok(Action::requeue(tokens::check_interval(ttl)))
 }
