@@ -1016,6 +1016,70 @@ fn merge_params() -> PatchParams {
 mod tests {
     use super::*;
 
+    fn pool(replicas: Option<i32>, nodes: usize) -> ConfigOwner {
+        let pool: MachinePool = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+            "metadata": { "name": "mp" },
+            "spec": {
+                "clusterName": "prod", "replicas": replicas,
+                "template": { "spec": { "clusterName": "prod", "bootstrap": {}, "infrastructureRef": { "apiGroup": "x", "kind": "X", "name": "x" } } },
+            },
+            "status": { "nodeRefs": (0..nodes).map(|i| json!({ "kind": "Node", "name": format!("n{i}") })).collect::<Vec<_>>() },
+        }))
+        .unwrap();
+        ConfigOwner::Pool(Box::new(pool))
+    }
+
+    #[test]
+    fn a_pool_is_complete_with_a_node_per_replica_one_when_unset() {
+        assert_eq!(
+            pool(None, 0).consumer(),
+            Consumer::Pool { all_joined: false }
+        );
+        assert_eq!(
+            pool(None, 1).consumer(),
+            Consumer::Pool { all_joined: true }
+        );
+        assert_eq!(
+            pool(Some(3), 2).consumer(),
+            Consumer::Pool { all_joined: false }
+        );
+        assert_eq!(
+            pool(Some(3), 3).consumer(),
+            Consumer::Pool { all_joined: true }
+        );
+        assert_eq!(
+            pool(Some(0), 0).consumer(),
+            Consumer::Pool { all_joined: true }
+        );
+        assert!(!pool(None, 0).is_control_plane(), "pools hold workers only");
+    }
+
+    #[test]
+    fn owners_are_machines_or_machine_pools_of_cluster_api() {
+        let config = |kind: &str, api_version: &str| {
+            let mut config = KubeadmConfig::default();
+            config.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: "owner".into(),
+                uid: "1".into(),
+                ..OwnerReference::default()
+            }]);
+            owner_ref(&config)
+        };
+        assert_eq!(
+            config("Machine", "cluster.x-k8s.io/v1beta1"),
+            Some((OwnerKind::Machine, "owner".to_owned()))
+        );
+        assert_eq!(
+            config("MachinePool", "cluster.x-k8s.io/v1beta2"),
+            Some((OwnerKind::Pool, "owner".to_owned()))
+        );
+        assert_eq!(config("MachinePool", "infrastructure.example.com/v1"), None);
+        assert_eq!(config("MachineSet", "cluster.x-k8s.io/v1beta2"), None);
+    }
+
     #[test]
     fn events_only_for_written_data_and_failures() {
         let ready = |role| Outcome::Ready {
