@@ -74,6 +74,7 @@ pub fn core_crds() -> Vec<CustomResourceDefinition> {
         cluster::v1beta2::Machine::crd(),
         cluster::v1beta2::MachineSet::crd(),
         cluster::v1beta2::MachineDeployment::crd(),
+        cluster::v1beta2::MachinePool::crd(),
         cluster::v1beta2::MachineHealthCheck::crd(),
     ]
     .into_iter()
@@ -145,6 +146,22 @@ fn served_and_converted(
                 .collect();
             schema.required = (!rest.is_empty()).then_some(rest);
         }
+        // A spec without required fields (KubeadmConfig's) defaults to `{}`: the API server fills it in
+        // on write and read, so an object created without one reads like an all-defaults config.
+        if let Some(spec) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            && spec.required.as_ref().is_none_or(Vec::is_empty)
+        {
+            spec.default = Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
+                    serde_json::json!({}),
+                ),
+            );
+        }
     }
     // Oldest first, as users (and kubebuilder) list them.
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
@@ -208,6 +225,34 @@ mod tests {
                 "$(CERTIFICATE_NAMESPACE)/$(CERTIFICATE_NAME)"
             );
         }
+    }
+
+    #[test]
+    fn only_a_spec_without_required_fields_defaults_to_empty() {
+        let defaulted: Vec<(String, String)> = provider_crds()
+            .iter()
+            .flat_map(|crd| {
+                crd.spec.versions.iter().filter_map(move |v| {
+                    let spec = &v
+                        .schema
+                        .as_ref()?
+                        .open_api_v3_schema
+                        .as_ref()?
+                        .properties
+                        .as_ref()?["spec"];
+                    let default = spec.default.as_ref()?;
+                    assert_eq!(default.0, serde_json::json!({}));
+                    Some((crd.spec.names.kind.clone(), v.name.clone()))
+                })
+            })
+            .collect();
+        assert_eq!(
+            defaulted,
+            [
+                ("KubeadmConfig".to_owned(), "v1beta1".to_owned()),
+                ("KubeadmConfig".to_owned(), "v1beta2".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -13,11 +13,13 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, PostParams};
+use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose,
-    PKCS_ECDSA_P256_SHA256,
+    PKCS_ECDSA_P256_SHA256, PKCS_ECDSA_P384_SHA384, PKCS_RSA_SHA256,
 };
+use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 use time::OffsetDateTime;
 use x509_parser::pem::Pem;
 use x509_parser::prelude::{FromDer, SubjectPublicKeyInfo, X509Certificate};
@@ -144,17 +146,28 @@ pub fn generate(validity_days: u32) -> Result<ClusterCertificates, CertError> {
     })
 }
 
-/// A fresh key pair of one kind: a self-signed CA, or for [`CertKind::Sa`] a bare key pair.
-///
-/// Keys are ECDSA P-256: the crypto provider here (ring) cannot generate RSA keys, and kubeadm,
-/// kube-apiserver (ES256 service-account tokens) and the Go providers all accept ECDSA CAs and keys — it is
-/// kubeadm's `encryptionAlgorithm: ECDSA-P256`. Private keys are PKCS#8 PEM.
+/// Key algorithm when `clusterConfiguration.encryptionAlgorithm` is unset: ECDSA P-256, which kubeadm,
+/// kube-apiserver (ES256 service-account tokens) and the Go providers all accept, and which is generated
+/// in microseconds where an RSA key takes up to seconds.
+pub const DEFAULT_KEY_ALGORITHM: EncryptionAlgorithmType = EncryptionAlgorithmType::EcdsaP256;
+
+/// A fresh key pair of one kind with [`DEFAULT_KEY_ALGORITHM`]; see [`generate_kind_with`].
 pub fn generate_kind(kind: CertKind, validity_days: u32) -> Result<CertPem, CertError> {
+    generate_kind_with(kind, validity_days, DEFAULT_KEY_ALGORITHM)
+}
+
+/// A fresh key pair of one kind: a self-signed CA, or for [`CertKind::Sa`] a bare key pair, with the key
+/// algorithm kubeadm calls `encryptionAlgorithm`. Private keys are PKCS#8 PEM.
+pub fn generate_kind_with(
+    kind: CertKind,
+    validity_days: u32,
+    algorithm: EncryptionAlgorithmType,
+) -> Result<CertPem, CertError> {
     let failed = |reason: String| CertError::Generate {
         what: describe(kind).to_owned(),
         reason,
     };
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(|e| failed(e.to_string()))?;
+    let key = generate_key(algorithm).map_err(|e| failed(format!("{algorithm} key: {e}")))?;
     let Some(common_name) = kind.common_name() else {
         return Ok(CertPem {
             cert: key.public_key_pem(),
@@ -184,7 +197,7 @@ pub fn generate_kind(kind: CertKind, validity_days: u32) -> Result<CertPem, Cert
         .push(DnType::CommonName, common_name);
     // Path length 0 as in Cluster API: these CAs sign only leaf certificates.
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    // No keyEncipherment: RFC 5480 forbids it for EC keys.
+    // No keyEncipherment: RFC 5480 forbids it for EC keys (and a CA never encrypts with its RSA key).
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::DigitalSignature,
@@ -198,6 +211,28 @@ pub fn generate_kind(kind: CertKind, validity_days: u32) -> Result<CertPem, Cert
         cert: cert.pem(),
         key: key.serialize_pem(),
     })
+}
+
+/// A new private key. ring generates the ECDSA keys; it cannot generate RSA keys (only sign with them), so
+/// those come from the `rsa` crate and are handed to ring as PKCS#8.
+fn generate_key(algorithm: EncryptionAlgorithmType) -> Result<KeyPair, String> {
+    let bits = match algorithm {
+        EncryptionAlgorithmType::EcdsaP256 => {
+            return KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string());
+        }
+        EncryptionAlgorithmType::EcdsaP384 => {
+            return KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).map_err(|e| e.to_string());
+        }
+        EncryptionAlgorithmType::Rsa2048 => 2048,
+        EncryptionAlgorithmType::Rsa3072 => 3072,
+        EncryptionAlgorithmType::Rsa4096 => 4096,
+    };
+    let key =
+        rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, bits).map_err(|e| e.to_string())?;
+    let pem = key
+        .to_pkcs8_pem(LineEnding::LF)
+        .map_err(|e| e.to_string())?;
+    KeyPair::from_pem_and_sign_algo(&pem, &PKCS_RSA_SHA256).map_err(|e| e.to_string())
 }
 
 /// The Secret CAPI stores a certificate in: name `<cluster>-<kind>`, type `cluster.x-k8s.io/secret`, label
@@ -320,6 +355,29 @@ pub async fn lookup_or_generate(
     generate: bool,
     validity_days: u32,
 ) -> Result<ClusterCertificates, CertError> {
+    lookup_or_generate_with(
+        client,
+        namespace,
+        cluster,
+        owner,
+        generate,
+        validity_days,
+        DEFAULT_KEY_ALGORITHM,
+    )
+    .await
+}
+
+/// [`lookup_or_generate`] with the key algorithm of the Secrets it creates (`encryptionAlgorithm`).
+/// Existing Secrets are used whatever their algorithm.
+pub async fn lookup_or_generate_with(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    owner: Option<OwnerReference>,
+    generate: bool,
+    validity_days: u32,
+    algorithm: EncryptionAlgorithmType,
+) -> Result<ClusterCertificates, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut found = BTreeMap::new();
     let mut missing = Vec::new();
@@ -338,7 +396,14 @@ pub async fn lookup_or_generate(
         });
     }
     for kind in missing {
-        let pem = generate_kind(kind, validity_days)?;
+        // RSA keys take up to seconds: off the async workers.
+        let pem =
+            tokio::task::spawn_blocking(move || generate_kind_with(kind, validity_days, algorithm))
+                .await
+                .map_err(|e| CertError::Generate {
+                    what: describe(kind).to_owned(),
+                    reason: e.to_string(),
+                })??;
         let wanted = secret(cluster, namespace, kind, &pem, owner.clone());
         let stored = create_or_read(&secrets, namespace, cluster, kind, &wanted, pem).await?;
         found.insert(kind, stored);
@@ -679,6 +744,48 @@ mod tests {
                 cert_key, private_key_pub,
                 "{name}: key belongs to the certificate"
             );
+        }
+    }
+
+    #[test]
+    fn every_encryption_algorithm_gives_a_ca_openssl_verifies_with_that_key() {
+        use EncryptionAlgorithmType::*;
+        for (algorithm, openssl_says) in [
+            (EcdsaP256, "256 bit"),
+            (EcdsaP384, "384 bit"),
+            (Rsa2048, "2048 bit"),
+            (Rsa3072, "3072 bit"),
+            (Rsa4096, "4096 bit"),
+        ] {
+            let ca = generate_kind_with(CertKind::Ca, 30, algorithm).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("ca.crt");
+            std::fs::write(&path, &ca.cert).unwrap();
+            let path = path.to_str().unwrap();
+            let verified = openssl(&["verify", "-x509_strict", "-CAfile", path, path], b"");
+            assert!(
+                String::from_utf8_lossy(&verified).contains(": OK"),
+                "{algorithm}"
+            );
+            let text = openssl(&["x509", "-noout", "-text"], ca.cert.as_bytes());
+            let text = String::from_utf8_lossy(&text);
+            assert!(text.contains(openssl_says), "{algorithm}: {text}");
+            let rsa = matches!(algorithm, Rsa2048 | Rsa3072 | Rsa4096);
+            assert_eq!(text.contains("rsaEncryption"), rsa, "{algorithm}: {text}");
+            let cert_key = openssl(&["x509", "-pubkey", "-noout"], ca.cert.as_bytes());
+            let private_key_pub = openssl(&["pkey", "-pubout"], ca.key.as_bytes());
+            assert_eq!(
+                cert_key, private_key_pub,
+                "{algorithm}: key belongs to the certificate"
+            );
+            assert!(
+                ca.key.starts_with("-----BEGIN PRIVATE KEY-----"),
+                "{algorithm}"
+            );
+
+            let sa = generate_kind_with(CertKind::Sa, 0, algorithm).unwrap();
+            let derived = openssl(&["pkey", "-pubout"], sa.key.as_bytes());
+            assert_eq!(String::from_utf8(derived).unwrap(), sa.cert, "{algorithm}");
         }
     }
 

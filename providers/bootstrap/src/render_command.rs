@@ -143,6 +143,12 @@ fn read_spec(path: &Path) -> Result<(Option<String>, KubeadmConfigSpec), String>
         Some(other) => return Err(format!("{}: unexpected kind {other:?}", path.display())),
         None => value,
     };
+    // An absent (or empty) spec is a config with every default, as the CRD defaults it.
+    let spec = if spec.is_null() {
+        serde_json::json!({})
+    } else {
+        spec
+    };
     let spec = serde_json::from_value(spec).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((name, spec))
 }

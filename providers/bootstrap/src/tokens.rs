@@ -3,6 +3,9 @@
 //! A token is the Secret `kube-system/bootstrap-token-<id>` of type `bootstrap.kubernetes.io/token`. It lives
 //! for a TTL and is extended while its Machine has not joined yet, with Cluster API's rule: extend once the
 //! token expires within 5/6 of the TTL, and check every TTL/3, so a refresh gets two chances before expiry.
+//! A MachinePool's token is never done with: new instances join with it whenever the pool scales up. It is
+//! extended while the pool waits for nodes, and once every replica has joined it is *rotated* (a new token,
+//! new bootstrap data) when it is about to expire, so the data always holds a token that still works.
 //!
 //! The secret part of a token is a credential: only the id is logged or put in errors.
 
@@ -140,6 +143,75 @@ pub fn needs_refresh(expiration: SystemTime, ttl: Duration, now: SystemTime) -> 
     expiration <= now + ttl * 5 / 6
 }
 
+/// Whether a MachinePool's token should be replaced by a new one: it expires within half the TTL.
+pub fn needs_rotation(expiration: SystemTime, ttl: Duration, now: SystemTime) -> bool {
+    expiration < now + ttl / 2
+}
+
+/// Who joins with a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consumer {
+    /// One Machine; `joined` once it has a Node.
+    Machine { joined: bool },
+    /// The instances of a MachinePool; `all_joined` once it has a Node for every replica.
+    Pool { all_joined: bool },
+}
+
+impl Consumer {
+    /// Whether the token still matters: a Machine's until its Node exists, a pool's always.
+    pub fn needs_token(self) -> bool {
+        match self {
+            Consumer::Machine { joined } => !joined,
+            Consumer::Pool { .. } => true,
+        }
+    }
+}
+
+/// The token Secret as found in the workload cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// No such Secret (expired and cleaned up, or deleted).
+    Missing,
+    /// The Secret exists; its expiration, if it has a readable one.
+    Expires(Option<SystemTime>),
+}
+
+/// What to do with a join token whose bootstrap data has been written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenStep {
+    /// Nothing now; look again in [`check_interval`] (as long as [`Consumer::needs_token`]).
+    Wait,
+    /// Move the expiration to now + TTL.
+    Extend,
+    /// Create a new token and write new bootstrap data with it; the old one expires on its own.
+    Rotate,
+}
+
+/// Cluster API's rule for a written token: extend it while someone still has to join, rotate a pool's
+/// token that is about to expire (or gone) once the pool is complete, so a later scale-up can join.
+pub fn next_step(consumer: Consumer, token: Observed, ttl: Duration, now: SystemTime) -> TokenStep {
+    let waiting_for_nodes = match consumer {
+        Consumer::Machine { joined: true } => return TokenStep::Wait,
+        Consumer::Machine { joined: false } | Consumer::Pool { all_joined: false } => true,
+        Consumer::Pool { all_joined: true } => false,
+    };
+    let pool = matches!(consumer, Consumer::Pool { .. });
+    match (waiting_for_nodes, token) {
+        // A Machine's data cannot be rewritten once it may have booted; its token is just gone.
+        (true, Observed::Missing) if !pool => TokenStep::Wait,
+        (_, Observed::Missing) => TokenStep::Rotate,
+        (true, Observed::Expires(None)) => TokenStep::Extend,
+        (true, Observed::Expires(Some(expiration))) if needs_refresh(expiration, ttl, now) => {
+            TokenStep::Extend
+        }
+        (false, Observed::Expires(Some(expiration))) if needs_rotation(expiration, ttl, now) => {
+            TokenStep::Rotate
+        }
+        // A token without expiration never expires.
+        (_, Observed::Expires(_)) => TokenStep::Wait,
+    }
+}
+
 /// How often to check a token that has not been consumed yet: three times per TTL.
 pub fn check_interval(ttl: Duration) -> Duration {
     ttl / 3
@@ -197,42 +269,45 @@ pub async fn create(
     }
 }
 
-/// Extends the token to `now + ttl` if [`needs_refresh`] says so. A Secret without a readable expiration is
-/// extended too.
-pub async fn refresh(
+/// Reads the token Secret's expiration.
+pub async fn observe(
+    workload: &kube::Client,
+    token: &BootstrapTokenString,
+) -> Result<Observed, TokenError> {
+    let name = secret_name(&token.id);
+    let secrets: Api<Secret> = Api::namespaced(workload.clone(), NAMESPACE);
+    let secret = secrets
+        .get_opt(&name)
+        .await
+        .map_err(|source| TokenError::Kube {
+            action: "read",
+            name: name.clone(),
+            source,
+        })?;
+    let Some(secret) = secret else {
+        tracing::info!(token_id = %token.id, "bootstrap token Secret not found");
+        return Ok(Observed::Missing);
+    };
+    let Some(data) = secret.data else {
+        return Err(TokenError::Invalid { name });
+    };
+    Ok(Observed::Expires(
+        data.get(EXPIRATION_KEY)
+            .and_then(|value| std::str::from_utf8(&value.0).ok())
+            .and_then(parse_expiration),
+    ))
+}
+
+/// Moves the token's expiration to `now + ttl`: [`Refresh::Extended`], or [`Refresh::Missing`] when the
+/// Secret is gone.
+pub async fn extend(
     workload: &kube::Client,
     token: &BootstrapTokenString,
     ttl: Duration,
     now: SystemTime,
 ) -> Result<Refresh, TokenError> {
     let name = secret_name(&token.id);
-    let kube_error = |action: &'static str| {
-        let name = name.clone();
-        move |source| TokenError::Kube {
-            action,
-            name,
-            source,
-        }
-    };
     let secrets: Api<Secret> = Api::namespaced(workload.clone(), NAMESPACE);
-    let Some(secret) = secrets.get_opt(&name).await.map_err(kube_error("read"))? else {
-        tracing::info!(token_id = %token.id, "bootstrap token Secret not found");
-        return Ok(Refresh::Missing);
-    };
-    let Some(data) = secret.data else {
-        return Err(TokenError::Invalid { name });
-    };
-    let expiration = data
-        .get(EXPIRATION_KEY)
-        .and_then(|value| std::str::from_utf8(&value.0).ok())
-        .and_then(parse_expiration);
-    if let Some(expiration) = expiration
-        && !needs_refresh(expiration, ttl, now)
-    {
-        tracing::debug!(token_id = %token.id, expires = %format_expiration(expiration), "bootstrap token needs no refresh");
-        return Ok(Refresh::StillValid);
-    }
-
     let new_expiration = format_expiration(now + ttl);
     let patch = serde_json::json!({
         "data": { EXPIRATION_KEY: ByteString(new_expiration.as_bytes().to_vec()) }
@@ -246,14 +321,35 @@ pub async fn refresh(
         Ok(_) => {
             tracing::info!(
                 token_id = %token.id,
-                old_expiration = ?expiration.map(format_expiration),
                 new_expiration = %new_expiration,
-                "extended bootstrap token until its Machine joins"
+                "extended bootstrap token until its machines join"
             );
             Ok(Refresh::Extended)
         }
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Refresh::Missing),
-        Err(source) => Err(kube_error("extend")(source)),
+        Err(source) => Err(TokenError::Kube {
+            action: "extend",
+            name,
+            source,
+        }),
+    }
+}
+
+/// Extends the token to `now + ttl` if [`needs_refresh`] says so. A Secret without a readable expiration is
+/// extended too.
+pub async fn refresh(
+    workload: &kube::Client,
+    token: &BootstrapTokenString,
+    ttl: Duration,
+    now: SystemTime,
+) -> Result<Refresh, TokenError> {
+    match observe(workload, token).await? {
+        Observed::Missing => Ok(Refresh::Missing),
+        Observed::Expires(Some(expiration)) if !needs_refresh(expiration, ttl, now) => {
+            tracing::debug!(token_id = %token.id, expires = %format_expiration(expiration), "bootstrap token needs no refresh");
+            Ok(Refresh::StillValid)
+        }
+        Observed::Expires(_) => extend(workload, token, ttl, now).await,
     }
 }
 
@@ -349,6 +445,101 @@ mod tests {
         assert!(
             needs_refresh(at(0), ttl, now),
             "expired tokens are extended"
+        );
+    }
+
+    #[test]
+    fn machines_tokens_are_extended_until_the_node_exists() {
+        let ttl = Duration::from_secs(600);
+        let now = at(1_000_000);
+        let waiting = Consumer::Machine { joined: false };
+        let expires = |s| Observed::Expires(Some(now + Duration::from_secs(s)));
+        assert_eq!(next_step(waiting, expires(600), ttl, now), TokenStep::Wait);
+        assert_eq!(
+            next_step(waiting, expires(500), ttl, now),
+            TokenStep::Extend
+        );
+        assert_eq!(
+            next_step(waiting, Observed::Expires(None), ttl, now),
+            TokenStep::Extend
+        );
+        // Data a Machine may already have booted with is never rewritten.
+        assert_eq!(
+            next_step(waiting, Observed::Missing, ttl, now),
+            TokenStep::Wait
+        );
+        let joined = Consumer::Machine { joined: true };
+        assert!(!joined.needs_token());
+        for token in [expires(1), Observed::Missing, Observed::Expires(None)] {
+            assert_eq!(next_step(joined, token, ttl, now), TokenStep::Wait);
+        }
+    }
+
+    #[test]
+    fn pool_tokens_are_extended_while_nodes_are_missing_and_rotated_once_complete() {
+        let ttl = Duration::from_secs(600);
+        let now = at(1_000_000);
+        let expires = |s| Observed::Expires(Some(now + Duration::from_secs(s)));
+        let scaling = Consumer::Pool { all_joined: false };
+        assert!(scaling.needs_token());
+        assert_eq!(next_step(scaling, expires(501), ttl, now), TokenStep::Wait);
+        assert_eq!(
+            next_step(scaling, expires(500), ttl, now),
+            TokenStep::Extend
+        );
+        assert_eq!(
+            next_step(scaling, Observed::Expires(None), ttl, now),
+            TokenStep::Extend
+        );
+        // Instances still have to join: a lost token is replaced.
+        assert_eq!(
+            next_step(scaling, Observed::Missing, ttl, now),
+            TokenStep::Rotate
+        );
+
+        let complete = Consumer::Pool { all_joined: true };
+        assert!(complete.needs_token(), "a later scale-up joins with it");
+        // Half the TTL (300 s) is the line: not extended, replaced.
+        assert_eq!(next_step(complete, expires(500), ttl, now), TokenStep::Wait);
+        assert_eq!(next_step(complete, expires(300), ttl, now), TokenStep::Wait);
+        assert_eq!(
+            next_step(complete, expires(299), ttl, now),
+            TokenStep::Rotate
+        );
+        assert_eq!(
+            next_step(complete, Observed::Expires(Some(at(0))), ttl, now),
+            TokenStep::Rotate
+        );
+        assert_eq!(
+            next_step(complete, Observed::Missing, ttl, now),
+            TokenStep::Rotate
+        );
+        assert_eq!(
+            next_step(complete, Observed::Expires(None), ttl, now),
+            TokenStep::Wait
+        );
+    }
+
+    #[test]
+    fn a_rotated_pool_token_gets_checked_before_it_expires() {
+        // Rotation at TTL/2 with checks every TTL/3: a check always lands in the window, with one to spare.
+        let ttl = DEFAULT_TTL;
+        let created = at(1_000_000);
+        let expiration = created + ttl;
+        let complete = Consumer::Pool { all_joined: true };
+        let checks: Vec<_> = (1..=3)
+            .map(|n| {
+                next_step(
+                    complete,
+                    Observed::Expires(Some(expiration)),
+                    ttl,
+                    created + check_interval(ttl) * n,
+                )
+            })
+            .collect();
+        assert_eq!(
+            checks,
+            [TokenStep::Wait, TokenStep::Rotate, TokenStep::Rotate]
         );
     }
 

@@ -85,3 +85,31 @@ fn fails_naming_the_field_of_a_missing_secret() {
         "{stderr}"
     );
 }
+
+#[test]
+fn renders_a_kubeadm_config_without_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-spec.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata:\n  name: prod-eu1-mp-0\n",
+    )
+    .unwrap();
+    let output = Command::new(BINARY)
+        .arg("render")
+        .arg(&path)
+        .args(["--role", "worker", "--kubernetes-version", "v1.33.1"])
+        .args([
+            "--cluster-name",
+            "prod-eu1",
+            "--endpoint",
+            "api.prod-eu1.example.com:6443",
+        ])
+        .output()
+        .unwrap();
+    let output = stdout(&output);
+    assert!(
+        output.contains("kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml"),
+        "{output}"
+    );
+}

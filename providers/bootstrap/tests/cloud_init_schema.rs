@@ -14,10 +14,10 @@ fn golden_cloud_configs_pass_cloud_init_schema() {
         .filter(|path| path.to_string_lossy().ends_with(".cloud-config.yaml"))
         .collect();
     goldens.sort();
-    assert_eq!(
-        goldens.len(),
-        6,
-        "expected one cloud-config golden per role and API version"
+    // One per role and API version, plus the special cases (empty spec, file discovery).
+    assert!(
+        goldens.len() >= 6,
+        "expected at least one cloud-config golden per role and API version"
     );
 
     let dir = tempfile::tempdir().unwrap();

@@ -256,28 +256,174 @@ fn workers_must_not_set_join_control_plane() {
     );
 }
 
-#[test]
-fn discovery_kubeconfig_generation_is_not_supported_yet() {
+fn discovery_file_spec() -> KubeadmConfigSpec {
     let mut spec = fixture_spec();
+    spec.join_configuration.discovery.bootstrap_token = Default::default();
     let file = &mut spec.join_configuration.discovery.file;
     file.kube_config_path = "/etc/kubernetes/discovery.conf".into();
-    file.kube_config.cluster.server = Some("https://api.prod-eu1.example.com:6443".into());
+    file.kube_config.user.exec.command = "/usr/local/bin/join-credentials".into();
+    spec
+}
+
+#[test]
+fn discovery_kubeconfig_needs_a_path() {
+    let mut spec = discovery_file_spec();
+    spec.join_configuration.discovery.file.kube_config_path = String::new();
     invalid(
-        "spec.joinConfiguration.discovery.file.kubeConfig",
-        "not supported yet",
+        "spec.joinConfiguration.discovery.file.kubeConfigPath",
+        "must be set",
         render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
     );
 }
 
 #[test]
-fn ignition_additional_config_is_not_supported_yet() {
-    let mut spec = fixture_spec_with_format(Format::Ignition);
-    spec.ignition.container_linux_config.additional_config = Some("storage: {}\n".into());
+fn discovery_kubeconfig_path_must_be_a_file_path() {
+    let mut spec = discovery_file_spec();
+    spec.join_configuration.discovery.file.kube_config_path =
+        "https://config.example.com/discovery.conf".into();
     invalid(
-        "spec.ignition.containerLinuxConfig.additionalConfig",
-        "not supported yet",
-        render_init(&spec),
+        "spec.joinConfiguration.discovery.file.kubeConfigPath",
+        "must be an absolute file path when kubeConfig is set",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
     );
+}
+
+#[test]
+fn discovery_kubeconfig_user_has_one_credential_source() {
+    let mut spec = discovery_file_spec();
+    spec.join_configuration
+        .discovery
+        .file
+        .kube_config
+        .user
+        .auth_provider
+        .name = "oidc".into();
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfig.user",
+        "only one of authProvider or exec",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn discovery_kubeconfig_needs_a_server_without_control_plane_endpoint() {
+    let spec = discovery_file_spec();
+    let mut cluster = common::cluster(V1BETA4_VERSION);
+    cluster.control_plane_endpoint = None;
+    let result = render(&RenderInput {
+        role: Role::WorkerJoin,
+        spec: &spec,
+        cluster: &cluster,
+        machine: &common::machine(),
+        certificates: Some(&common::certificates()),
+        join: Some(&common::join_facts()),
+        secrets: &common::secrets(),
+    });
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfig.cluster.server",
+        "must be set when the Cluster has no controlPlaneEndpoint",
+        result,
+    );
+}
+
+#[test]
+fn discovery_kubeconfig_needs_the_ca_when_certificates_are_unknown() {
+    let spec = discovery_file_spec();
+    let result = render(&RenderInput {
+        role: Role::WorkerJoin,
+        spec: &spec,
+        cluster: &common::cluster(V1BETA4_VERSION),
+        machine: &common::machine(),
+        certificates: None,
+        join: Some(&common::join_facts()),
+        secrets: &common::secrets(),
+    });
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfig.cluster.certificateAuthorityData",
+        "must be set",
+        result,
+    );
+}
+
+#[test]
+fn discovery_kubeconfig_exec_needs_a_command() {
+    let mut spec = discovery_file_spec();
+    let exec = &mut spec.join_configuration.discovery.file.kube_config.user.exec;
+    exec.command = String::new();
+    exec.args = vec!["--audience=kubeadm".into()];
+    invalid(
+        "spec.joinConfiguration.discovery.file.kubeConfig.user.exec.command",
+        "must be set when exec is",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn discovery_kubeconfig_must_not_replace_a_user_file() {
+    let mut spec = discovery_file_spec();
+    spec.files[0].path = "/etc/kubernetes/discovery.conf".into();
+    invalid(
+        "spec.files[0].path",
+        "is written from spec.joinConfiguration.discovery.file.kubeConfig",
+        render_with(&spec, Role::WorkerJoin, V1BETA4_VERSION),
+    );
+}
+
+#[test]
+fn ignition_additional_config_errors_name_the_key_and_the_rule() {
+    let field = "spec.ignition.containerLinuxConfig.additionalConfig";
+    for (additional, rule) in [
+        ("storage: [", "is not valid YAML"),
+        (
+            "storage:\n  filez: []\n",
+            "storage.filez: unknown field `filez`",
+        ),
+        (
+            "storage:\n  files:\n  - path: /etc/x\n    contents: {inline: a, remote: {url: https://x}}\n",
+            "storage.files[0].contents: inline and remote are mutually exclusive",
+        ),
+        (
+            "storage:\n  files:\n  - path: /etc/x\n    mode: 9999\n",
+            "storage.files[0].mode: 9999 is not a file mode",
+        ),
+        (
+            "storage:\n  files:\n  - path: etc/x\n",
+            "storage.files[0].path: \"etc/x\" must be an absolute path",
+        ),
+        (
+            "storage:\n  files:\n  - path: /x\n    filesystem: oem\n",
+            "storage.files[0].filesystem: \"oem\" is not supported",
+        ),
+        (
+            "storage:\n  files:\n  - path: /x\n    mode: nope\n",
+            "storage.files[0].mode",
+        ),
+        ("etcd:\n  version: 3.5.0\n", "etcd: is not supported"),
+        (
+            "storage:\n  disks:\n  - device: /dev/sdb\n",
+            "storage.disks: is not supported here; use spec.diskSetup.partitions",
+        ),
+        (
+            "storage:\n  files:\n  - path: /etc/kubeadm.sh\n    contents: {inline: echo}\n",
+            "storage.files[0].path: \"/etc/kubeadm.sh\" is already written",
+        ),
+        (
+            "systemd:\n  units:\n  - name: kubeadm.service\n    dropins: [{name: a.conf}, {name: a.conf}]\n",
+            "systemd.units[0].dropins[1].name: duplicates systemd.units[0].dropins[0].name",
+        ),
+        (
+            "systemd:\n  units:\n  - name: x.service\n    dropins: [{name: a}]\n",
+            "must be a file name ending in .conf",
+        ),
+        (
+            "passwd:\n  users:\n  - name: capi\n",
+            "passwd.users[0].name: \"capi\" is already a user of spec.users",
+        ),
+    ] {
+        let mut spec = fixture_spec_with_format(Format::Ignition);
+        spec.ignition.container_linux_config.additional_config = Some(additional.into());
+        invalid(field, rule, render_init(&spec));
+    }
 }
 
 #[test]

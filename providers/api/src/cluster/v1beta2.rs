@@ -1,11 +1,12 @@
-//! `cluster.x-k8s.io/v1beta2`: Cluster, Machine, MachineSet, MachineDeployment and MachineHealthCheck.
+//! `cluster.x-k8s.io/v1beta2`: Cluster, Machine, MachineSet, MachineDeployment, MachinePool and
+//! MachineHealthCheck.
 //!
 //! Only the fields the kubeadm providers and the test infrastructure provider read or write are
-//! modelled; managed topologies (`spec.topology`) and MachinePools are not.
+//! modelled; managed topologies (`spec.topology`) are not.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::NodeSystemInfo;
+use k8s_openapi::api::core::v1::{NodeSystemInfo, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
@@ -985,6 +986,107 @@ pub struct MachineDeploymentV1Beta1DeprecatedStatus {
 }
 
 // ---------------------------------------------------------------------------------------------
+// MachinePool
+// ---------------------------------------------------------------------------------------------
+
+/// Desired state of a MachinePool.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "MachinePool",
+    plural = "machinepools",
+    shortname = "mp",
+    namespaced,
+    status = "MachinePoolStatus",
+    category = "cluster-api",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "A group of machines the infrastructure provider scales as one (e.g. a cloud scale set); all share one bootstrap configuration.",
+    scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}"#,
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.clusterName","description":"Cluster"}"#,
+    printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.replicas","description":"The desired number of machines"}"#,
+    printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.replicas","description":"The number of machines"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas","description":"The number of machines with Ready condition true"}"#,
+    printcolumn = r#"{"name":"Available","type":"integer","jsonPath":".status.availableReplicas","description":"The number of machines with Available condition true"}"#,
+    printcolumn = r#"{"name":"Up-to-date","type":"integer","jsonPath":".status.upToDateReplicas","description":"The number of machines with UpToDate condition true"}"#,
+    printcolumn = r#"{"name":"Paused","type":"string","jsonPath":".status.conditions[?(@.type==\"Paused\")].status","description":"Reconciliation paused","priority":10}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase","description":"MachinePool status such as Terminating/Pending/Provisioning/Running/Failed etc"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","description":"Time duration since creation of MachinePool"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.template.spec.version","description":"Kubernetes version associated with this MachinePool"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolSpec {
+    /// Name of the Cluster this object belongs to.
+    #[schemars(length(min = 1, max = 63))]
+    pub cluster_name: String,
+    /// Desired number of machines; defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// What every machine of the pool is made from (bootstrap config, infrastructure, version).
+    pub template: MachineTemplateSpec,
+    /// Provider IDs of the pool's instances, as the infrastructure provider reports them.
+    #[serde(
+        default,
+        rename = "providerIDList",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub provider_id_list: Vec<String>,
+    /// Failure domains the pool's machines may be placed in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_domains: Vec<String>,
+}
+
+/// Observed state of a MachinePool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolStatus {
+    /// Observations of the MachinePool's state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Progress of the pool's initial provisioning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<MachinePoolInitializationStatus>,
+    /// The Nodes of the pool's instances; one per replica once all have joined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_refs: Vec<ObjectReference>,
+    /// Most recently observed number of replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Number of ready replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// Number of available replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_replicas: Option<i32>,
+    /// Number of up-to-date replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_date_replicas: Option<i32>,
+    /// Kubernetes versions present in this MachinePool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<StatusVersion>,
+    /// Current phase: Pending, Provisioning, Provisioned, Running, ScalingUp, ScalingDown, Scaling, Deleting,
+    /// Failed or Unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Latest generation observed by the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Progress of a MachinePool's initial provisioning (part of the Cluster API contract).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolInitializationStatus {
+    /// True once the infrastructure provider reports the pool as provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_provisioned: Option<bool>,
+    /// True once the bootstrap provider has created the bootstrap data secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_data_secret_created: Option<bool>,
+}
+
+// ---------------------------------------------------------------------------------------------
 // MachineHealthCheck
 // ---------------------------------------------------------------------------------------------
 
@@ -1431,6 +1533,58 @@ status:
             mhc.spec.checks.unwrap().unhealthy_node_conditions[0].timeout_seconds,
             300
         );
+    }
+
+    #[test]
+    fn machine_pool_round_trip() {
+        let pool: MachinePool = round_trip(
+            r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata:
+  name: my-cluster-mp-0
+  namespace: default
+spec:
+  clusterName: my-cluster
+  replicas: 2
+  template:
+    spec:
+      clusterName: my-cluster
+      version: v1.33.1
+      bootstrap:
+        configRef:
+          apiGroup: bootstrap.cluster.x-k8s.io
+          kind: KubeadmConfig
+          name: my-cluster-mp-0
+      infrastructureRef:
+        apiGroup: infrastructure.cluster.x-k8s.io
+        kind: DockerMachinePool
+        name: my-cluster-mp-0
+  providerIDList: ["docker:////a", "docker:////b"]
+  failureDomains: [fd1]
+status:
+  initialization:
+    infrastructureProvisioned: true
+    bootstrapDataSecretCreated: true
+  nodeRefs:
+  - kind: Node
+    name: worker-a
+  replicas: 2
+  readyReplicas: 1
+  phase: ScalingUp
+"#,
+        );
+        assert_eq!(pool.spec.replicas, Some(2));
+        assert_eq!(
+            pool.status.unwrap().node_refs[0].name.as_deref(),
+            Some("worker-a")
+        );
+        let scale = MachinePool::crd().spec.versions[0]
+            .subresources
+            .as_ref()
+            .and_then(|s| s.scale.clone())
+            .expect("scale subresource");
+        assert_eq!(scale.spec_replicas_path, ".spec.replicas");
     }
 
     #[test]

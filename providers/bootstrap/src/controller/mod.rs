@@ -1,5 +1,6 @@
-//! The KubeadmConfig controller: gathers the facts a render needs (owner Machine, Cluster, certificates,
-//! join token, referenced secrets), renders, and stores the result as the Machine's bootstrap data secret.
+//! The KubeadmConfig controller: gathers the facts a render needs (owner Machine or MachinePool, Cluster,
+//! certificates, join token, referenced secrets), renders, and stores the result as the owner's bootstrap
+//! data secret.
 //!
 //! One step per reconcile, never a sleep: when something is not there yet, the reconcile says why in a
 //! condition and waits for a watch event or a requeue.
@@ -21,7 +22,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
-use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachinePool};
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
     PAUSED_ANNOTATION,
@@ -37,7 +38,7 @@ use metrics::{ApiServer, METRICS, counted, role_label};
 use crate::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
 use crate::init_lock::{self, Acquired, LockError};
 use crate::render::{self, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput, Role};
-use crate::tokens::{self, Refresh, TokenError};
+use crate::tokens::{self, Consumer, Refresh, TokenError, TokenStep};
 use crate::workload::{self, WorkloadError};
 
 /// How long a worker waits before looking again while the control plane initializes.
@@ -45,7 +46,8 @@ const WAIT_FOR_CONTROL_PLANE: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Lifetime of join tokens; refreshed every third of it until the Machine has a Node.
+    /// Lifetime of join tokens; checked every third of it, extended until the Machine has a Node (rotated
+    /// for MachinePools).
     pub token_ttl: Duration,
     /// Only objects in this namespace (all when empty).
     pub namespace: String,
@@ -118,6 +120,10 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let machines: Api<Machine> = scoped_api(&client, &settings.namespace);
     let clusters: Api<Cluster> = scoped_api(&client, &settings.namespace);
     let watch = watcher_config(&settings.watch_filter);
+    // MachinePools are optional in Cluster API (a feature gate): watched only where their CRD is served.
+    let pools_served = served::<MachinePool>(&client, "").await.is_ok();
+    let pools: Api<MachinePool> = scoped_api(&client, &settings.namespace);
+    let pool_watch = watch.clone();
     let controller = Controller::new(configs, watch.clone());
     let cluster_store = controller.store();
     let client = counted(&client, ApiServer::Management);
@@ -127,7 +133,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         settings,
         recorder,
     });
-    let controller = controller
+    let mut controller = controller
         // A Machine points at its config; its changes (nodeRef, version) matter to the config.
         .watches(machines, watch.clone(), |machine: Machine| {
             let namespace = machine.namespace()?;
@@ -147,7 +153,21 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
                 })
                 .map(|c| ObjectRef::from_obj(&*c))
                 .collect::<Vec<_>>()
-        })
+        });
+    if pools_served {
+        // A pool's node references decide between refreshing and rotating its token.
+        controller = controller.watches(pools, pool_watch, |pool: MachinePool| {
+            let namespace = pool.namespace()?;
+            let config = pool.spec.template.spec.bootstrap.config_ref.as_ref()?;
+            (config.kind == "KubeadmConfig")
+                .then(|| ObjectRef::new(&config.name).within(&namespace))
+        });
+    } else {
+        tracing::info!(
+            "MachinePools are not served; KubeadmConfigs owned by MachinePools are not watched"
+        );
+    }
+    let controller = controller
         .graceful_shutdown_on(shutdown.clone().wait())
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -177,8 +197,91 @@ fn error_policy(config: Arc<KubeadmConfig>, error: &Error, _: Arc<Context>) -> A
 struct Facts {
     config: Arc<KubeadmConfig>,
     namespace: String,
-    machine: Machine,
+    owner: ConfigOwner,
     cluster: Cluster,
+}
+
+/// What a KubeadmConfig bootstraps: one Machine, or every instance of a MachinePool.
+enum ConfigOwner {
+    Machine(Box<Machine>),
+    Pool(Box<MachinePool>),
+}
+
+impl ConfigOwner {
+    fn name(&self) -> String {
+        match self {
+            ConfigOwner::Machine(machine) => machine.name_any(),
+            ConfigOwner::Pool(pool) => pool.name_any(),
+        }
+    }
+
+    /// `Machine <name>` or `MachinePool <name>`, for messages.
+    fn describe(&self) -> String {
+        match self {
+            ConfigOwner::Machine(machine) => format!("Machine {}", machine.name_any()),
+            ConfigOwner::Pool(pool) => format!("MachinePool {}", pool.name_any()),
+        }
+    }
+
+    fn cluster_name(&self) -> &str {
+        match self {
+            ConfigOwner::Machine(machine) => &machine.spec.cluster_name,
+            ConfigOwner::Pool(pool) => &pool.spec.cluster_name,
+        }
+    }
+
+    fn kubernetes_version(&self) -> Option<String> {
+        match self {
+            ConfigOwner::Machine(machine) => machine.spec.version.clone(),
+            ConfigOwner::Pool(pool) => pool.spec.template.spec.version.clone(),
+        }
+    }
+
+    /// Pools only ever hold workers.
+    fn is_control_plane(&self) -> bool {
+        match self {
+            ConfigOwner::Machine(machine) => machine.labels().contains_key(CONTROL_PLANE_LABEL),
+            ConfigOwner::Pool(_) => false,
+        }
+    }
+
+    fn machine_generation(&self) -> Option<String> {
+        match self {
+            ConfigOwner::Machine(machine) => {
+                machine.labels().get(MACHINE_GENERATION_LABEL).cloned()
+            }
+            ConfigOwner::Pool(_) => None,
+        }
+    }
+
+    /// Bootstrap data the owner already has (after a move to another management cluster). Cluster API
+    /// reads `spec.bootstrap.dataSecretName`, which only Machines have.
+    fn data_secret_name(&self) -> Option<String> {
+        match self {
+            ConfigOwner::Machine(machine) => machine.spec.bootstrap.data_secret_name.clone(),
+            ConfigOwner::Pool(_) => None,
+        }
+    }
+
+    /// Who joins with the token, and whether all of them have: a Machine once it has a Node, a pool once it
+    /// has a Node for each replica (1 when unset).
+    fn consumer(&self) -> Consumer {
+        match self {
+            ConfigOwner::Machine(machine) => Consumer::Machine {
+                joined: machine
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.node_ref.is_some()),
+            },
+            ConfigOwner::Pool(pool) => {
+                let joined = pool.status.as_ref().map_or(0, |s| s.node_refs.len());
+                let replicas = usize::try_from(pool.spec.replicas.unwrap_or(1)).unwrap_or(0);
+                Consumer::Pool {
+                    all_joined: joined == replicas,
+                }
+            }
+        }
+    }
 }
 
 async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -193,16 +296,25 @@ async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
 
 async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<Action, Error> {
     let namespace = config.namespace().unwrap_or_default();
-    let Some(machine_name) = owner_machine(&config) else {
-        // A template's copy waits until core Cluster API sets the owner Machine.
+    let Some((kind, owner_name)) = owner_ref(&config) else {
+        // A template's copy waits until core Cluster API sets the owner.
         return Ok(Action::await_change());
     };
-    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(machine) = machines.get_opt(&machine_name).await? else {
+    let owner = match kind {
+        OwnerKind::Machine => Api::<Machine>::namespaced(ctx.client.clone(), &namespace)
+            .get_opt(&owner_name)
+            .await?
+            .map(|machine| ConfigOwner::Machine(Box::new(machine))),
+        OwnerKind::Pool => Api::<MachinePool>::namespaced(ctx.client.clone(), &namespace)
+            .get_opt(&owner_name)
+            .await?
+            .map(|pool| ConfigOwner::Pool(Box::new(pool))),
+    };
+    let Some(owner) = owner else {
         return Ok(Action::await_change());
     };
     let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(cluster) = clusters.get_opt(&machine.spec.cluster_name).await? else {
+    let Some(cluster) = clusters.get_opt(owner.cluster_name()).await? else {
         return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
     };
     if is_paused(&config, &cluster) {
@@ -212,14 +324,14 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
     let facts = Facts {
         config,
         namespace,
-        machine,
+        owner,
         cluster,
     };
 
     if data_secret_created(&facts.config) {
-        return keep_token_fresh(&facts, ctx).await;
+        return keep_token_useful(&facts, ctx).await;
     }
-    if let Some(name) = facts.machine.spec.bootstrap.data_secret_name.clone() {
+    if let Some(name) = facts.owner.data_secret_name() {
         // The Machine already has bootstrap data (e.g. after a move to another management cluster).
         write_status(
             ctx,
@@ -245,7 +357,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
         return Ok(Action::await_change());
     }
 
-    let control_plane = facts.machine.labels().contains_key(CONTROL_PLANE_LABEL);
+    let control_plane = facts.owner.is_control_plane();
     let role = if control_plane_initialized(&facts.cluster) {
         if control_plane {
             // Initialized: whoever held the init lock is done with it.
@@ -271,7 +383,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
             &ctx.client,
             &facts.namespace,
             &cluster_name,
-            &facts.machine.name_any(),
+            &facts.owner.name(),
         )
         .await?
         {
@@ -288,7 +400,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
             }
         }
     };
-    let outcome = bootstrap(&facts, ctx, role).await;
+    let outcome = bootstrap(&facts, ctx, role, TokenChoice::Keep).await;
     if role == Role::Init && !matches!(outcome, Ok(Bootstrapped::Written(_))) {
         // Whoever cannot init must not keep the others waiting: hand the lock back.
         init_lock::release(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
@@ -312,8 +424,22 @@ impl Bootstrapped {
     }
 }
 
+/// Whether a join keeps the token in the spec or gets a new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TokenChoice {
+    /// The spec's token if it has one, else a new one.
+    Keep,
+    /// A new token in any case (a MachinePool's token rotation).
+    New,
+}
+
 /// Renders and stores the bootstrap data for `role`.
-async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrapped, Error> {
+async fn bootstrap(
+    facts: &Facts,
+    ctx: &Context,
+    role: Role,
+    token_choice: TokenChoice,
+) -> Result<Bootstrapped, Error> {
     let cluster_name = facts.cluster.name_any();
     let owner = facts
         .cluster
@@ -323,13 +449,22 @@ async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrap
         .then(|| owner_reference(&facts.config));
     // Without a control-plane provider the bootstrap provider owns the cluster certificates.
     let generate = facts.cluster.spec.control_plane_ref.is_none();
-    let certificates = match certificates::lookup_or_generate(
+    let settings = &facts.config.spec.cluster_configuration;
+    let validity_days = settings
+        .ca_certificate_validity_period_days
+        .and_then(|days| u32::try_from(days).ok())
+        .unwrap_or(DEFAULT_CA_VALIDITY_DAYS);
+    let algorithm = settings
+        .encryption_algorithm
+        .unwrap_or(certificates::DEFAULT_KEY_ALGORITHM);
+    let certificates = match certificates::lookup_or_generate_with(
         &ctx.client,
         &facts.namespace,
         &cluster_name,
         owner,
         generate,
-        DEFAULT_CA_VALIDITY_DAYS,
+        validity_days,
+        algorithm,
     )
     .await
     {
@@ -365,7 +500,12 @@ async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrap
                 .await?;
                 return Ok(Bootstrapped::NotYet(Action::await_change()));
             };
-            let token = ensure_join_token(facts, ctx, &mut spec).await?;
+            // Kubeconfig-file discovery authenticates without a bootstrap token, as in Cluster API.
+            let token = if spec.join_configuration.discovery.file.is_defined() {
+                String::new()
+            } else {
+                ensure_join_token(facts, ctx, &mut spec, token_choice).await?
+            };
             Some(JoinFacts {
                 token,
                 api_server_endpoint: endpoint,
@@ -374,15 +514,11 @@ async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrap
         }
     };
 
-    let version = facts.machine.spec.version.clone().unwrap_or_default();
+    let version = facts.owner.kubernetes_version().unwrap_or_default();
     let cluster_facts = cluster_facts(&facts.cluster, &version);
     let machine_facts = MachineFacts {
-        name: facts.machine.name_any(),
-        generation: facts
-            .machine
-            .labels()
-            .get(MACHINE_GENERATION_LABEL)
-            .cloned(),
+        name: facts.owner.name(),
+        generation: facts.owner.machine_generation(),
     };
     let secrets = referenced_secrets(&ctx.client, &facts.namespace, &spec).await?;
     let input = RenderInput {
@@ -443,13 +579,16 @@ async fn ensure_join_token(
     facts: &Facts,
     ctx: &Context,
     spec: &mut KubeadmConfigSpec,
+    choice: TokenChoice,
 ) -> Result<String, Error> {
-    if let Some(token) = spec
-        .join_configuration
-        .discovery
-        .bootstrap_token
-        .token
-        .clone()
+    if choice == TokenChoice::Keep
+        && let Some(token) = spec
+            .join_configuration
+            .discovery
+            .bootstrap_token
+            .token
+            .clone()
+            .filter(|t| !t.is_empty())
     {
         return Ok(token);
     }
@@ -472,13 +611,10 @@ async fn ensure_join_token(
     Ok(value)
 }
 
-/// After the data is written: keep a join token alive until the Machine has a Node.
-async fn keep_token_fresh(facts: &Facts, ctx: &Context) -> Result<Action, Error> {
-    let has_node = facts
-        .machine
-        .status
-        .as_ref()
-        .is_some_and(|s| s.node_ref.is_some());
+/// After the data is written: keep the join token usable for whoever still joins with it (see
+/// [`tokens::next_step`]).
+async fn keep_token_useful(facts: &Facts, ctx: &Context) -> Result<Action, Error> {
+    let consumer = facts.owner.consumer();
     let token = facts
         .config
         .spec
@@ -486,31 +622,84 @@ async fn keep_token_fresh(facts: &Facts, ctx: &Context) -> Result<Action, Error>
         .discovery
         .bootstrap_token
         .token
-        .clone();
-    let (false, Some(token)) = (has_node, token) else {
-        return Ok(Action::await_change());
-    };
-    let Ok(token) = token.parse() else {
+        .as_deref()
+        .and_then(|t| t.parse().ok());
+    let (true, Some(token)) = (consumer.needs_token(), token) else {
         return Ok(Action::await_change());
     };
     let workload =
         workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
     let workload = counted(&workload, ApiServer::Workload);
-    match tokens::refresh(&workload, &token, ctx.settings.token_ttl, SystemTime::now()).await? {
-        Refresh::Extended | Refresh::StillValid => {}
-        Refresh::Missing => {
-            tracing::warn!(config = %facts.config.name_any(), "join token is gone from the workload cluster")
-        }
+    let ttl = ctx.settings.token_ttl;
+    let now = SystemTime::now();
+    let mut observed = tokens::observe(&workload, &token).await?;
+    let mut step = tokens::next_step(consumer, observed, ttl, now);
+    if step == TokenStep::Extend
+        && tokens::extend(&workload, &token, ttl, now).await? == Refresh::Missing
+    {
+        // Deleted between the read and the write: the same as not found.
+        observed = tokens::Observed::Missing;
+        step = tokens::next_step(consumer, observed, ttl, now);
     }
-    Ok(Action::requeue(ctx.settings.token_ttl / 3))
+    match step {
+        TokenStep::Wait | TokenStep::Extend => {}
+        TokenStep::Rotate => return rotate_token(facts, ctx).await,
+    }
+    if observed == tokens::Observed::Missing {
+        // A Machine's data may already be on the machine: it is not rewritten, the join will fail.
+        tracing::warn!(config = %facts.config.name_any(), owner = %facts.owner.describe(), "join token is gone from the workload cluster");
+    }
+    Ok(Action::requeue(tokens::check_interval(ttl)))
 }
 
-fn owner_machine(config: &KubeadmConfig) -> Option<String> {
-    config
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
-        .map(|o| o.name.clone())
+/// A MachinePool's new token: created in the workload cluster, recorded in the spec, and the bootstrap
+/// data rewritten with it so instances created from now on can join.
+async fn rotate_token(facts: &Facts, ctx: &Context) -> Result<Action, Error> {
+    tracing::info!(config = %facts.config.name_any(), owner = %facts.owner.describe(), "rotating join token");
+    let outcome = bootstrap(facts, ctx, Role::WorkerJoin, TokenChoice::New).await?;
+    if let Bootstrapped::Written(_) = outcome {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "BootstrapTokenRotated".into(),
+            note: Some(format!(
+                "{}: new join token, bootstrap data in Secret {} rewritten",
+                facts.owner.describe(),
+                facts.config.name_any()
+            )),
+            action: "RotateBootstrapToken".into(),
+            secondary: None,
+        };
+        publish(ctx, facts, &event).await;
+    }
+    Ok(outcome.action())
+}
+
+/// Events are for people; a lost one must not fail or repeat the reconcile.
+async fn publish(ctx: &Context, facts: &Facts, event: &Event) {
+    let reference = facts.config.object_ref(&());
+    if let Err(e) = ctx.recorder.publish(event, &reference).await {
+        tracing::warn!(config = %facts.config.name_any(), reason = %event.reason, error = %e, "cannot record event");
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OwnerKind {
+    Machine,
+    Pool,
+}
+
+/// The owner core Cluster API set: a Machine or a MachinePool of `cluster.x-k8s.io` (any version).
+fn owner_ref(config: &KubeadmConfig) -> Option<(OwnerKind, String)> {
+    config.owner_references().iter().find_map(|o| {
+        let kind = match o.kind.as_str() {
+            "Machine" => OwnerKind::Machine,
+            "MachinePool" => OwnerKind::Pool,
+            _ => return None,
+        };
+        o.api_version
+            .starts_with("cluster.x-k8s.io/")
+            .then(|| (kind, o.name.clone()))
+    })
 }
 
 fn is_paused(config: &KubeadmConfig, cluster: &Cluster) -> bool {
@@ -676,11 +865,7 @@ enum Outcome {
 
 /// Writes the status unless it already says this, and records the events of a change.
 async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<(), Error> {
-    let events = events(
-        &outcome,
-        &facts.machine.name_any(),
-        &facts.cluster.name_any(),
-    );
+    let events = events(&outcome, &facts.owner.describe(), &facts.cluster.name_any());
     let current = facts.config.status.clone().unwrap_or_default();
     let mut conditions = current.conditions.clone();
     let generation = facts.config.metadata.generation;
@@ -738,19 +923,15 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
         &Patch::Merge(&json!({ "status": status })),
     )
     .await?;
-    let reference = facts.config.object_ref(&());
     for event in events {
-        // Events are for people; a lost one must not fail or repeat the reconcile.
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            tracing::warn!(config = %facts.config.name_any(), reason = %event.reason, error = %e, "cannot record event");
-        }
+        publish(ctx, facts, &event).await;
     }
     Ok(())
 }
 
-/// The events that announce `outcome`. Notes carry names and the status message only, never secret
-/// or token values.
-fn events(outcome: &Outcome, machine: &str, cluster: &str) -> Vec<Event> {
+/// The events that announce `outcome`; `owner` is `Machine <name>` or `MachinePool <name>`. Notes carry
+/// names and the status message only, never secret or token values.
+fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
     let event = |type_, reason: &str, action: &str, note: String| Event {
         type_,
         reason: reason.into(),
@@ -768,7 +949,7 @@ fn events(outcome: &Outcome, machine: &str, cluster: &str) -> Vec<Event> {
                 "BootstrapDataWritten",
                 "WriteBootstrapData",
                 format!(
-                    "{} bootstrap data for Machine {machine} written to Secret {secret}",
+                    "{} bootstrap data for {owner} written to Secret {secret}",
                     role_label(*role)
                 ),
             );
@@ -778,7 +959,7 @@ fn events(outcome: &Outcome, machine: &str, cluster: &str) -> Vec<Event> {
                     "InitLockAcquired",
                     "AcquireInitLock",
                     format!(
-                        "Machine {machine} holds the init lock of Cluster {cluster} and runs kubeadm init"
+                        "{owner} holds the init lock of Cluster {cluster} and runs kubeadm init"
                     ),
                 );
                 vec![lock, written]
@@ -837,6 +1018,70 @@ fn merge_params() -> PatchParams {
 mod tests {
     use super::*;
 
+    fn pool(replicas: Option<i32>, nodes: usize) -> ConfigOwner {
+        let pool: MachinePool = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+            "metadata": { "name": "mp" },
+            "spec": {
+                "clusterName": "prod", "replicas": replicas,
+                "template": { "spec": { "clusterName": "prod", "bootstrap": {}, "infrastructureRef": { "apiGroup": "x", "kind": "X", "name": "x" } } },
+            },
+            "status": { "nodeRefs": (0..nodes).map(|i| json!({ "kind": "Node", "name": format!("n{i}") })).collect::<Vec<_>>() },
+        }))
+        .unwrap();
+        ConfigOwner::Pool(Box::new(pool))
+    }
+
+    #[test]
+    fn a_pool_is_complete_with_a_node_per_replica_one_when_unset() {
+        assert_eq!(
+            pool(None, 0).consumer(),
+            Consumer::Pool { all_joined: false }
+        );
+        assert_eq!(
+            pool(None, 1).consumer(),
+            Consumer::Pool { all_joined: true }
+        );
+        assert_eq!(
+            pool(Some(3), 2).consumer(),
+            Consumer::Pool { all_joined: false }
+        );
+        assert_eq!(
+            pool(Some(3), 3).consumer(),
+            Consumer::Pool { all_joined: true }
+        );
+        assert_eq!(
+            pool(Some(0), 0).consumer(),
+            Consumer::Pool { all_joined: true }
+        );
+        assert!(!pool(None, 0).is_control_plane(), "pools hold workers only");
+    }
+
+    #[test]
+    fn owners_are_machines_or_machine_pools_of_cluster_api() {
+        let config = |kind: &str, api_version: &str| {
+            let mut config = KubeadmConfig::default();
+            config.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: "owner".into(),
+                uid: "1".into(),
+                ..OwnerReference::default()
+            }]);
+            owner_ref(&config)
+        };
+        assert_eq!(
+            config("Machine", "cluster.x-k8s.io/v1beta1"),
+            Some((OwnerKind::Machine, "owner".to_owned()))
+        );
+        assert_eq!(
+            config("MachinePool", "cluster.x-k8s.io/v1beta2"),
+            Some((OwnerKind::Pool, "owner".to_owned()))
+        );
+        assert_eq!(config("MachinePool", "infrastructure.example.com/v1"), None);
+        assert_eq!(config("MachineSet", "cluster.x-k8s.io/v1beta2"), None);
+    }
+
     #[test]
     fn events_only_for_written_data_and_failures() {
         let ready = |role| Outcome::Ready {
@@ -844,7 +1089,7 @@ mod tests {
             role,
         };
         let reasons = |outcome: &Outcome| {
-            events(outcome, "prod-cp-0", "prod")
+            events(outcome, "Machine prod-cp-0", "prod")
                 .into_iter()
                 .map(|e| (e.type_, e.reason))
                 .collect::<Vec<_>>()

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use kubeadm_api::bootstrap::v1beta2::{Encoding, File, KubeadmConfigSpec, User};
 
+use super::clc::{self, FIELD as ADDITIONAL_CONFIG};
 use super::{Bootstrap, RenderError, invalid, parse_mode, root_file};
 
 pub const KUBEADM_CONFIG_PATH: &str = "/etc/kubeadm.yml";
@@ -50,13 +51,28 @@ struct IgnitionVersion {
 
 #[derive(Serialize)]
 struct Passwd {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     users: Vec<PasswdUser>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<PasswdGroup>,
 }
 
 impl Passwd {
     fn is_empty(&self) -> bool {
-        self.users.is_empty()
+        self.users.is_empty() && self.groups.is_empty()
     }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PasswdGroup {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gid: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password_hash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -77,6 +93,16 @@ struct PasswdUser {
     primary_group: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ssh_authorized_keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_create_home: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_user_group: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_log_init: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -86,6 +112,37 @@ struct Storage {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     filesystems: Vec<Filesystem>,
     files: Vec<FileNode>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    directories: Vec<DirectoryNode>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    links: Vec<LinkNode>,
+}
+
+#[derive(Serialize)]
+struct DirectoryNode {
+    path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overwrite: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<Name>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<Name>,
+}
+
+#[derive(Serialize)]
+struct LinkNode {
+    path: String,
+    target: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hard: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overwrite: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<Name>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<Name>,
 }
 
 #[derive(Serialize)]
@@ -129,9 +186,13 @@ struct FileNode {
     append: Vec<Resource>,
 }
 
+/// A user or group, by id or name.
 #[derive(Serialize)]
 struct Name {
-    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -139,6 +200,14 @@ struct Resource {
     source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     compression: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verification: Option<Verification>,
+}
+
+#[derive(Serialize)]
+struct Verification {
+    /// `<function>-<hex digest>`.
+    hash: String,
 }
 
 #[derive(Serialize)]
@@ -149,7 +218,19 @@ struct Systemd {
 #[derive(Serialize)]
 struct Unit {
     name: String,
-    enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mask: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contents: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dropins: Vec<Dropin>,
+}
+
+#[derive(Serialize)]
+struct Dropin {
+    name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     contents: Option<String>,
 }
@@ -158,35 +239,254 @@ struct Unit {
 pub(crate) fn render(bootstrap: &Bootstrap) -> Result<Vec<u8>, RenderError> {
     let spec = bootstrap.spec;
     check_supported(spec)?;
-    let config = Config {
+    // Parsed before anything else, so a bad one fails the render whatever else it holds.
+    let additional = spec
+        .ignition
+        .container_linux_config
+        .additional_config
+        .as_deref()
+        .filter(|text| !text.trim().is_empty())
+        .map(clc::parse)
+        .transpose()?;
+    let mut config = Config {
         ignition: IgnitionVersion {
             version: SPEC_VERSION,
         },
         passwd: Passwd {
             users: bootstrap.users.iter().map(passwd_user).collect(),
+            groups: Vec::new(),
         },
         storage: Storage {
             disks: disks(spec),
             filesystems: filesystems(spec),
             files: file_nodes(&all_files(bootstrap)?),
+            directories: Vec::new(),
+            links: Vec::new(),
         },
         systemd: Systemd { units: units(spec) },
     };
+    if let Some(additional) = additional {
+        merge(&mut config, additional)?;
+    }
     Ok(serde_json::to_vec(&config).expect("plain structs always serialize"))
 }
 
-fn check_supported(spec: &KubeadmConfigSpec) -> Result<(), RenderError> {
-    if spec
-        .ignition
-        .container_linux_config
-        .additional_config
-        .is_some()
-    {
-        return Err(invalid(
-            "spec.ignition.containerLinuxConfig.additionalConfig",
-            "merging additional Container Linux Config is not supported yet",
-        ));
+/// Adds the additional Container Linux Config. Ignition 3 refuses two entries for one path or unit, so:
+/// a file may only append to a path written here (`append: true`); a unit of the same name gets its
+/// drop-ins added and its `enabled`, `mask` and `contents` replaced where set; everything else must be new.
+fn merge(config: &mut Config, additional: clc::Config) -> Result<(), RenderError> {
+    let taken = |key: String, path: &str| {
+        invalid(
+            ADDITIONAL_CONFIG,
+            format!(
+                "{key}.path: {path:?} is already written by the bootstrap provider or spec.files"
+            ),
+        )
+    };
+    for (i, file) in additional.storage.files.into_iter().enumerate() {
+        let key = format!("storage.files[{i}]");
+        let resource = clc_resource(&file.contents);
+        match config
+            .storage
+            .files
+            .iter_mut()
+            .find(|n| n.path == file.path)
+        {
+            Some(node) if file.append == Some(true) => node.append.push(resource),
+            Some(_) => return Err(taken(key, &file.path)),
+            None => {
+                let append = file.append == Some(true);
+                config.storage.files.push(FileNode {
+                    path: file.path,
+                    // Ignition 3 keeps an existing file unless told otherwise; Container Linux Configs replaced it.
+                    overwrite: if append {
+                        file.overwrite
+                    } else {
+                        Some(file.overwrite.unwrap_or(true))
+                    },
+                    mode: file.mode,
+                    user: file.user.map(clc_name),
+                    group: file.group.map(clc_name),
+                    contents: (!append).then_some(resource),
+                    append: Vec::new(),
+                });
+                if append {
+                    let node = config.storage.files.last_mut().expect("just pushed");
+                    node.append.push(clc_resource(&file.contents));
+                }
+            }
+        }
     }
+    for (i, directory) in additional.storage.directories.into_iter().enumerate() {
+        if config
+            .storage
+            .files
+            .iter()
+            .any(|f| f.path == directory.path)
+        {
+            return Err(taken(format!("storage.directories[{i}]"), &directory.path));
+        }
+        config.storage.directories.push(DirectoryNode {
+            path: directory.path,
+            overwrite: directory.overwrite,
+            mode: directory.mode,
+            user: directory.user.map(clc_name),
+            group: directory.group.map(clc_name),
+        });
+    }
+    for (i, link) in additional.storage.links.into_iter().enumerate() {
+        if config.storage.files.iter().any(|f| f.path == link.path) {
+            return Err(taken(format!("storage.links[{i}]"), &link.path));
+        }
+        config.storage.links.push(LinkNode {
+            path: link.path,
+            target: link.target,
+            hard: link.hard,
+            overwrite: link.overwrite,
+            user: link.user.map(clc_name),
+            group: link.group.map(clc_name),
+        });
+    }
+    for (i, unit) in additional.systemd.units.into_iter().enumerate() {
+        let key = format!("systemd.units[{i}]");
+        let dropins = unit.dropins.into_iter().map(|d| Dropin {
+            name: d.name,
+            contents: d.contents,
+        });
+        let enabled = unit.enabled.or(unit.enable);
+        match config
+            .systemd
+            .units
+            .iter_mut()
+            .find(|u| u.name == unit.name)
+        {
+            Some(existing) => {
+                for dropin in dropins {
+                    if existing.dropins.iter().any(|d| d.name == dropin.name) {
+                        return Err(invalid(
+                            ADDITIONAL_CONFIG,
+                            format!(
+                                "{key}.dropins: {} already has a drop-in {:?}",
+                                unit.name, dropin.name
+                            ),
+                        ));
+                    }
+                    existing.dropins.push(dropin);
+                }
+                existing.enabled = enabled.or(existing.enabled);
+                existing.mask = unit.mask.or(existing.mask);
+                existing.contents = unit.contents.or(existing.contents.take());
+            }
+            None => config.systemd.units.push(Unit {
+                name: unit.name,
+                enabled,
+                mask: unit.mask,
+                contents: unit.contents,
+                dropins: dropins.collect(),
+            }),
+        }
+    }
+    // systemd-networkd reads its units from /etc/systemd/network.
+    for (i, unit) in additional.networkd.units.into_iter().enumerate() {
+        let dir = "/etc/systemd/network";
+        let mut files = Vec::new();
+        if let Some(contents) = &unit.contents {
+            files.push((format!("{dir}/{}", unit.name), contents.clone()));
+        }
+        for dropin in &unit.dropins {
+            let contents = dropin.contents.clone().unwrap_or_default();
+            files.push((format!("{dir}/{}.d/{}", unit.name, dropin.name), contents));
+        }
+        for (path, contents) in files {
+            if config.storage.files.iter().any(|f| f.path == path) {
+                return Err(taken(format!("networkd.units[{i}]"), &path));
+            }
+            config.storage.files.push(FileNode {
+                path,
+                overwrite: Some(true),
+                mode: Some(0o644),
+                user: None,
+                group: None,
+                contents: Some(Resource {
+                    source: format!("data:,{}", percent_encode(&contents)),
+                    compression: None,
+                    verification: None,
+                }),
+                append: Vec::new(),
+            });
+        }
+    }
+    for (i, user) in additional.passwd.users.into_iter().enumerate() {
+        if config.passwd.users.iter().any(|u| u.name == user.name) {
+            return Err(invalid(
+                ADDITIONAL_CONFIG,
+                format!(
+                    "passwd.users[{i}].name: {:?} is already a user of spec.users",
+                    user.name
+                ),
+            ));
+        }
+        config.passwd.users.push(PasswdUser {
+            name: user.name,
+            gecos: user.gecos,
+            groups: user.groups,
+            home_dir: user.home_dir,
+            shell: user.shell,
+            password_hash: user.password_hash,
+            primary_group: user.primary_group,
+            ssh_authorized_keys: user.ssh_authorized_keys,
+            uid: user.uid,
+            no_create_home: user.no_create_home,
+            no_user_group: user.no_user_group,
+            no_log_init: user.no_log_init,
+            system: user.system,
+        });
+    }
+    config
+        .passwd
+        .groups
+        .extend(additional.passwd.groups.into_iter().map(|g| PasswdGroup {
+            name: g.name,
+            gid: g.gid,
+            password_hash: g.password_hash,
+            system: g.system,
+        }));
+    Ok(())
+}
+
+fn clc_name(owner: clc::Owner) -> Name {
+    Name {
+        id: owner.id,
+        name: owner.name.filter(|n| !n.is_empty()),
+    }
+}
+
+/// Inline text as a data URL; a remote source as its URL, with its compression and hash.
+fn clc_resource(contents: &clc::Contents) -> Resource {
+    match &contents.remote {
+        Some(remote) => Resource {
+            source: remote.url.clone(),
+            compression: remote
+                .compression
+                .as_deref()
+                .filter(|c| *c == "gzip")
+                .map(|_| "gzip"),
+            verification: remote.verification.as_ref().map(|v| Verification {
+                hash: format!("{}-{}", v.hash.function, v.hash.sum),
+            }),
+        },
+        None => Resource {
+            source: format!(
+                "data:,{}",
+                percent_encode(contents.inline.as_deref().unwrap_or_default())
+            ),
+            compression: None,
+            verification: None,
+        },
+    }
+}
+
+fn check_supported(spec: &KubeadmConfigSpec) -> Result<(), RenderError> {
     for (i, partition) in spec.disk_setup.partitions.iter().enumerate() {
         if !partition.disk_layout.is_empty() {
             // Ignition sizes partitions in MiB; percentages have no equivalent.
@@ -378,7 +678,10 @@ fn file_node(file: &File, resource: Resource) -> FileNode {
 fn owner(owner: Option<&str>) -> (Option<Name>, Option<Name>) {
     let name = |s: &str| {
         let s = s.trim();
-        (!s.is_empty()).then(|| Name { name: s.to_owned() })
+        (!s.is_empty()).then(|| Name {
+            id: None,
+            name: Some(s.to_owned()),
+        })
     };
     match owner.map(|o| o.split_once(':')) {
         None => (None, None),
@@ -395,18 +698,22 @@ fn resource(file: &File) -> Resource {
         None => Resource {
             source: format!("data:,{}", percent_encode(content)),
             compression: None,
+            verification: None,
         },
         Some(Encoding::Base64) => Resource {
             source: format!("data:;base64,{}", base64_payload()),
             compression: None,
+            verification: None,
         },
         Some(Encoding::GzipBase64) => Resource {
             source: format!("data:;base64,{}", base64_payload()),
             compression: Some("gzip"),
+            verification: None,
         },
         Some(Encoding::Gzip) => Resource {
             source: format!("data:;base64,{}", BASE64.encode(content)),
             compression: Some("gzip"),
+            verification: None,
         },
     }
 }
@@ -440,6 +747,11 @@ fn passwd_user(user: &User) -> PasswdUser {
         password_hash: user.passwd.clone(),
         primary_group: user.primary_group.clone(),
         ssh_authorized_keys: user.ssh_authorized_keys.clone(),
+        uid: None,
+        no_create_home: None,
+        no_user_group: None,
+        no_log_init: None,
+        system: None,
     }
 }
 
@@ -476,14 +788,18 @@ fn filesystems(spec: &KubeadmConfigSpec) -> Vec<Filesystem> {
 fn units(spec: &KubeadmConfigSpec) -> Vec<Unit> {
     let mut units = vec![Unit {
         name: "kubeadm.service".into(),
-        enabled: true,
+        enabled: Some(true),
+        mask: None,
         contents: Some(KUBEADM_UNIT.into()),
+        dropins: Vec::new(),
     }];
     if spec.ntp.enabled == Some(true) {
         units.push(Unit {
             name: "ntpd.service".into(),
-            enabled: true,
+            enabled: Some(true),
+            mask: None,
             contents: None,
+            dropins: Vec::new(),
         });
     }
     units.extend(spec.mounts.iter().filter_map(|m| mount_unit(spec, m)));
@@ -506,8 +822,10 @@ fn mount_unit(spec: &KubeadmConfigSpec, mount: &[String]) -> Option<Unit> {
     contents.push_str("\n[Install]\nWantedBy=multi-user.target\n");
     Some(Unit {
         name: format!("{}.mount", systemd_escape_path(place)),
-        enabled: true,
+        enabled: Some(true),
+        mask: None,
         contents: Some(contents),
+        dropins: Vec::new(),
     })
 }
 
@@ -565,10 +883,10 @@ mod tests {
     #[test]
     fn splits_owner() {
         let (user, group) = owner(Some("root:wheel"));
-        assert_eq!(user.unwrap().name, "root");
-        assert_eq!(group.unwrap().name, "wheel");
+        assert_eq!(user.unwrap().name.as_deref(), Some("root"));
+        assert_eq!(group.unwrap().name.as_deref(), Some("wheel"));
         let (user, group) = owner(Some("core"));
-        assert_eq!(user.unwrap().name, "core");
+        assert_eq!(user.unwrap().name.as_deref(), Some("core"));
         assert!(group.is_none());
     }
 }

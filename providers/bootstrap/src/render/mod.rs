@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use kubeadm_api::bootstrap::v1beta2::{File, FileContentFormat, Format, KubeadmConfigSpec, User};
 
+mod clc;
 pub mod cloudinit;
+mod discovery;
 pub mod ignition;
 pub mod kubeadm;
 pub mod version;
@@ -66,6 +68,7 @@ pub struct ClusterCertificates {
 /// How a joining node finds and trusts the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinFacts {
+    /// Empty with kubeconfig-file discovery, which needs none.
     pub token: String,
     pub api_server_endpoint: String,
     pub ca_cert_hashes: Vec<String>,
@@ -130,7 +133,8 @@ const RESERVED_PATHS: [&str; 5] = [
 pub(crate) struct Bootstrap<'a> {
     pub role: Role,
     pub spec: &'a KubeadmConfigSpec,
-    /// Certificates, kubeadm patches, then the user's files (content resolved), in write order.
+    /// Certificates, kubeadm patches, the user's files (content resolved), then the discovery kubeconfig,
+    /// in write order.
     pub files: Vec<File>,
     /// The user's users with `passwdFrom` resolved into `passwd`.
     pub users: Vec<User>,
@@ -148,7 +152,13 @@ impl<'a> Bootstrap<'a> {
         files.extend(patch_files(input));
         let user_files = resolve_files(&input.spec.files, input.secrets)?;
         check_file_paths(&user_files, &files)?;
-        files.extend(user_files);
+        if let Some(kubeconfig) = discovery::kubeconfig_file(input)? {
+            check_discovery_path(&user_files, &kubeconfig.path)?;
+            files.extend(user_files);
+            files.push(kubeconfig);
+        } else {
+            files.extend(user_files);
+        }
 
         Ok(Bootstrap {
             role: input.role,
@@ -207,18 +217,6 @@ fn check_unsupported(spec: &KubeadmConfigSpec) -> Result<(), RenderError> {
         return Err(invalid(
             format!("spec.files[{i}].contentFormat"),
             "Template is not supported yet; use Raw",
-        ));
-    }
-    if spec
-        .join_configuration
-        .discovery
-        .file
-        .kube_config
-        .is_defined()
-    {
-        return Err(invalid(
-            "spec.joinConfiguration.discovery.file.kubeConfig",
-            "generating the discovery kubeconfig is not supported yet; write it with spec.files",
         ));
     }
     Ok(())
@@ -402,6 +400,20 @@ fn check_file_paths(user_files: &[File], generated: &[File]) -> Result<(), Rende
         }
     }
     Ok(())
+}
+
+/// The generated discovery kubeconfig must not meet a user file.
+fn check_discovery_path(user_files: &[File], path: &str) -> Result<(), RenderError> {
+    match user_files.iter().position(|f| f.path == path) {
+        Some(i) => Err(invalid(
+            format!("spec.files[{i}].path"),
+            format!(
+                "{path:?} is written from spec.joinConfiguration.discovery.file.kubeConfig; \
+                 remove one of them"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Parses a file mode such as "0640" or "644".

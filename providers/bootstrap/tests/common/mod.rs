@@ -100,7 +100,7 @@ pub fn secrets() -> BTreeMap<(String, String), String> {
     ])
 }
 
-/// Renders `spec` for `role` with the fixed facts; joins get join facts, control-plane roles certificates.
+/// Renders `spec` for `role` with the fixed facts; joins get join facts, every role the certificates.
 pub fn render_with(
     spec: &KubeadmConfigSpec,
     role: Role,
@@ -116,7 +116,8 @@ pub fn render_with(
         spec,
         cluster: &cluster,
         machine: &machine,
-        certificates: (role != Role::WorkerJoin).then_some(&certificates),
+        // As the controller does: workers get no certificate files, but their CA completes discovery.
+        certificates: Some(&certificates),
         join: (role != Role::Init).then_some(&join),
         secrets: &secrets,
     })
