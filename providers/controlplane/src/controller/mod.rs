@@ -406,13 +406,20 @@ async fn apply(
         .and_then(|s| s.cluster_configuration.ca_certificate_validity_period_days)
         .and_then(|d| u32::try_from(d).ok())
         .unwrap_or(DEFAULT_CA_VALIDITY_DAYS);
-    let certs = match certificates::lookup_or_generate(
+    let algorithm = kcp
+        .spec
+        .kubeadm_config_spec
+        .as_ref()
+        .and_then(|s| s.cluster_configuration.encryption_algorithm)
+        .unwrap_or(certificates::DEFAULT_KEY_ALGORITHM);
+    let certs = match certificates::lookup_or_generate_with(
         &ctx.client,
         &namespace,
         &cluster_name,
         Some(owner_reference(kcp)),
         true,
         validity,
+        algorithm,
     )
     .await
     {
