@@ -70,16 +70,33 @@ pub async fn setup_with(
     let plane = ManagementPlane::start()
         .await
         .expect("management plane starts");
-    let client = plane.client().await.unwrap();
     let mut crds = kubeadm_api::crd::provider_crds();
     crds.extend(kubeadm_api::crd::core_crds());
+    crds.extend(sim_infrastructure_crds());
+    plane.install_crds(&crds).await.unwrap();
+    setup_on(plane, replicas, template, start_controller, stacked_etcd).await
+}
+
+/// The CRDs of the simulated infrastructure provider's machine kinds.
+pub fn sim_infrastructure_crds() -> Vec<CustomResourceDefinition> {
     let fixture = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/sim-infrastructure-crds.yaml"
     ))
     .unwrap();
-    crds.extend(serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap());
-    plane.install_crds(&crds).await.unwrap();
+    serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap()
+}
+
+/// Like [`setup_with`] on a running management plane whose CRDs (ours, the core subset, the
+/// simulated infrastructure) are installed.
+pub async fn setup_on(
+    plane: ManagementPlane,
+    replicas: i32,
+    template: &str,
+    start_controller: bool,
+    stacked_etcd: bool,
+) -> Env {
+    let client = plane.client().await.unwrap();
 
     // The workload cluster is this apiserver: its CA becomes the cluster CA.
     let ca = Secret {
