@@ -2,7 +2,8 @@
 //! managers run as processes authenticated as the service accounts of their components (tokens from
 //! the TokenRequest API, never admin), with leader election on, and drive a Cluster with a
 //! one-machine KubeadmControlPlane and a worker Machine to the end. The API server's audit log and the
-//! managers' logs must then hold no `forbidden`.
+//! managers' logs must then hold no `forbidden`. What of the components cannot run here (Deployment,
+//! webhook Service and configurations: no kubelet, no cert-manager) passes a server-side dry run.
 //!
 //! The control-plane provider's test folder holds it because it needs that provider's fixtures; the
 //! bootstrap manager binary is built next to `controlplane-manager` (cargo builds only the binaries of
@@ -14,9 +15,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -109,6 +114,69 @@ where
         .create(&PostParams::default(), &typed)
         .await
         .unwrap();
+}
+
+/// `object` as `clusterctl init` writes it with no variable set: every `${NAME:=default}` replaced
+/// by its default.
+fn with_variable_defaults(object: &Value) -> Value {
+    let mut text = object.to_string();
+    while let Some(start) = text.find("${") {
+        let end = start + text[start..].find('}').expect("a closed ${...}");
+        let (_, default) = text[start + 2..end]
+            .split_once(":=")
+            .expect("every variable has a default");
+        text = format!("{}{default}{}", &text[..start], &text[end + 1..]);
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Has the API server validate the components it is not given for real (the managers run here as
+/// processes, no kubelet, no cert-manager, no webhook Service): a dry-run create of the Deployment,
+/// the Service and the webhook configurations, variables at their defaults.
+async fn dry_run_the_rest(client: &kube::Client) {
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    for provider in Provider::ALL {
+        for object in components::objects(provider) {
+            let object = with_variable_defaults(&object);
+            let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+            match object["kind"].as_str().unwrap() {
+                "Deployment" => {
+                    let typed: Deployment = serde_json::from_value(object.clone()).unwrap();
+                    Api::<Deployment>::namespaced(client.clone(), namespace)
+                        .create(&dry_run, &typed)
+                        .await
+                        .unwrap();
+                }
+                "Service" => {
+                    let typed: Service = serde_json::from_value(object.clone()).unwrap();
+                    Api::<Service>::namespaced(client.clone(), namespace)
+                        .create(&dry_run, &typed)
+                        .await
+                        .unwrap();
+                }
+                "MutatingWebhookConfiguration" => {
+                    let typed: MutatingWebhookConfiguration =
+                        serde_json::from_value(object.clone()).unwrap();
+                    Api::<MutatingWebhookConfiguration>::all(client.clone())
+                        .create(&dry_run, &typed)
+                        .await
+                        .unwrap();
+                }
+                "ValidatingWebhookConfiguration" => {
+                    let typed: ValidatingWebhookConfiguration =
+                        serde_json::from_value(object.clone()).unwrap();
+                    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                        .create(&dry_run, &typed)
+                        .await
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Installs what of the components a cluster without kubelet or cert-manager can use: the
@@ -350,6 +418,7 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
     crds.extend(kubeadm_api::crd::core_crds());
     crds.extend(common::sim_infrastructure_crds());
     plane.install_crds(&crds).await.unwrap();
+    dry_run_the_rest(&admin).await;
     // An infrastructure provider outside the known list grants its kinds through the aggregation
     // label, as it would for Cluster API's own control-plane provider.
     let sim_role: ClusterRole = serde_json::from_value(json!({
