@@ -299,8 +299,9 @@ fn start_manager(
     .unwrap()
 }
 
-/// Polls `check` every 250 ms for up to 120 s (a bounded wait, not a timing assertion).
-async fn eventually<F, Fut, T>(what: &str, mut check: F) -> T
+/// Polls `check` every 250 ms for up to 120 s (a bounded wait, not a timing assertion); a timeout
+/// names the requests the API server refused meanwhile, the likely cause.
+async fn eventually<F, Fut, T>(what: &str, audit_log: &Path, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -311,7 +312,11 @@ where
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    panic!("timed out waiting for: {what}");
+    let refused = refused_requests(&std::fs::read_to_string(audit_log).unwrap_or_default());
+    panic!(
+        "timed out waiting for: {what}; refused requests:\n{}",
+        refused.join("\n")
+    );
 }
 
 async fn data_secret(client: &kube::Client, name: &str) -> Option<Secret> {
@@ -462,7 +467,7 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
 
     // Core Cluster API makes the Machine the owner of its KubeadmConfig; so does the test.
     let client = env.client.clone();
-    let (machine, config) = eventually("the control-plane Machine", || async {
+    let (machine, config) = eventually("the control-plane Machine", &audit_log, || async {
         let machine = common::machines(&client).await.into_iter().next()?;
         let config = machine.spec.bootstrap.config_ref.clone()?.name;
         Some((machine, config))
@@ -486,7 +491,10 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
         .await
         .unwrap();
     common::wait_converged(&env, 1, "one control-plane machine").await;
-    eventually("the init bootstrap data", || data_secret(&client, &config)).await;
+    eventually("the init bootstrap data", &audit_log, || {
+        data_secret(&client, &config)
+    })
+    .await;
 
     // Core Cluster API marks the cluster initialized once the control plane says so.
     Api::<Cluster>::namespaced(client.clone(), NS)
@@ -500,7 +508,7 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
         .await
         .unwrap();
     worker(&client).await;
-    let joined = eventually("the worker's bootstrap data", || {
+    let joined = eventually("the worker's bootstrap data", &audit_log, || {
         data_secret(&client, WORKER)
     })
     .await;
