@@ -41,42 +41,6 @@ const CONTROLPLANE_MANAGER: &str = env!("CARGO_BIN_EXE_controlplane-manager");
 const TEMPLATE: &str = "prod-control-plane-genc01";
 const WORKER: &str = "prod-md-0";
 
-/// Builds (or finds up to date) `bootstrap-manager` in the target folder `controlplane-manager` was
-/// built into, with the same profile.
-fn bootstrap_manager() -> PathBuf {
-    let built = Path::new(CONTROLPLANE_MANAGER);
-    let profile_dir = built.parent().expect("a binary lives in a folder");
-    let target_dir = profile_dir
-        .parent()
-        .expect("a profile folder lives in a target folder");
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "kubeadm-bootstrap",
-            "--bin",
-            "bootstrap-manager",
-        ])
-        .arg("--profile")
-        .arg(profile)
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("cargo runs");
-    assert!(
-        status.success(),
-        "`cargo build -p kubeadm-bootstrap` failed ({status})"
-    );
-    profile_dir.join("bootstrap-manager")
-}
-
 /// Audit every request with its user and response code, once it completed.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -400,7 +364,7 @@ fn requests_by_user(audit_log: &str) -> BTreeMap<String, usize> {
 
 #[tokio::test]
 async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forbidden() {
-    let bootstrap_binary = bootstrap_manager();
+    let bootstrap_binary = common::bootstrap_manager(CONTROLPLANE_MANAGER);
     let audit = tempfile::tempdir().unwrap();
     let policy = audit.path().join("policy.yaml");
     std::fs::write(&policy, AUDIT_POLICY).unwrap();

@@ -351,3 +351,39 @@ pub async fn cloned_from(env: &Env) -> Vec<String> {
     names.sort();
     names
 }
+
+/// Builds (or finds up to date) `bootstrap-manager` in the target folder `controlplane_manager` was
+/// built into, with the same profile: cargo builds only the binaries of the package under test.
+pub fn bootstrap_manager(controlplane_manager: &str) -> std::path::PathBuf {
+    let built = std::path::Path::new(controlplane_manager);
+    let profile_dir = built.parent().expect("a binary lives in a folder");
+    let target_dir = profile_dir
+        .parent()
+        .expect("a profile folder lives in a target folder");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "kubeadm-bootstrap",
+            "--bin",
+            "bootstrap-manager",
+        ])
+        .arg("--profile")
+        .arg(profile)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(
+        status.success(),
+        "`cargo build -p kubeadm-bootstrap` failed ({status})"
+    );
+    profile_dir.join("bootstrap-manager")
+}
