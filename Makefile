@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 
-.PHONY: help dev test testenv manifests check-manifests build lint fmt bench
+.PHONY: help dev test testenv manifests check-manifests release-manifests build lint fmt bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -18,11 +18,14 @@ test: testenv ## Unit and integration tests (real etcd and kube-apiserver)
 testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
 	hack/install-testenv.sh
 
-manifests: ## Regenerate config/{crd/bases,webhook,certmanager} and e2e/config/crd from the Rust types
+manifests: ## Regenerate config/{crd/bases,webhook,certmanager,rbac,manager,default} and e2e/config/crd from the Rust types
 	$(CARGO) run -q -p kubeadm-api --bin crdgen -- .
 
 check-manifests: ## Fail when generated manifests are stale
 	$(CARGO) run -q -p kubeadm-api --bin crdgen -- --check .
+
+release-manifests: ## Write the clusterctl local repository of this version to out/ (components, metadata.yaml, templates)
+	$(CARGO) run -q -p kubeadm-api --bin release-manifests -- --out out .
 
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv

@@ -215,6 +215,23 @@ impl KubeApiServer {
         serde_saphyr::to_string(&config).expect("kubeconfig serializes")
     }
 
+    /// A kubeconfig that authenticates with a bearer `token` issued by this server (e.g. a service
+    /// account token from the TokenRequest API), as `user`.
+    pub fn kubeconfig_with_token(&self, user: &str, token: &str) -> String {
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "testenv", "cluster": {
+                "server": self.url,
+                "certificate-authority-data": b64(&self.ca_pem),
+            }}],
+            "users": [{ "name": user, "user": { "token": token } }],
+            "contexts": [{ "name": "testenv", "context": { "cluster": "testenv", "user": user }}],
+            "current-context": "testenv",
+        });
+        serde_saphyr::to_string(&config).expect("kubeconfig serializes")
+    }
+
     /// A client authenticated with the admin client certificate.
     pub async fn client(&self) -> Result<kube::Client> {
         client_from_kubeconfig(&self.kubeconfig_yaml(false)).await

@@ -30,6 +30,20 @@ impl ManagementPlane {
 
     /// Like [`ManagementPlane::start`] but in a given folder (removed on drop).
     pub async fn start_in(dir: tempfile::TempDir) -> Result<Self> {
+        Self::start_in_with(dir, ApiServerOptions::default()).await
+    }
+
+    /// Like [`ManagementPlane::start`], with kube-apiserver options (e.g. extra flags such as an audit
+    /// log or admission plugins).
+    pub async fn start_with(options: ApiServerOptions) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("testenv-")
+            .tempdir()
+            .map_err(|e| Error::io("create a temporary folder", e))?;
+        Self::start_in_with(dir, options).await
+    }
+
+    async fn start_in_with(dir: tempfile::TempDir, options: ApiServerOptions) -> Result<Self> {
         let started = Instant::now();
         let etcd = EtcdCluster::start(&dir.path().join("etcd"), EtcdOptions::default()).await?;
         let tls = etcd.tls().expect("management etcd uses TLS").clone();
@@ -37,7 +51,7 @@ impl ManagementPlane {
             &dir.path().join("apiserver"),
             &etcd.client_urls(),
             &tls,
-            ApiServerOptions::default(),
+            options,
         )
         .await?;
         tracing::info!(elapsed = ?started.elapsed(), url = apiserver.url(), "management plane ready");

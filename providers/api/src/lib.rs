@@ -6,6 +6,7 @@
 
 pub mod bootstrap;
 pub mod cluster;
+pub mod components;
 pub mod controlplane;
 pub mod conversion;
 pub mod crd;

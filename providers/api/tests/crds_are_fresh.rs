@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use kubeadm_api::crd;
 use kubeadm_api::webhook::manifests;
+use kubeadm_api::{components, crd};
 
 #[test]
 fn generated_crds_on_disk_match_the_types() {
@@ -20,6 +20,7 @@ fn generated_crds_on_disk_match_the_types() {
         stale.extend(crd::stale_files(&dir, &files));
     }
     stale.extend(crd::stale_files(&root, &manifests::files()));
+    stale.extend(crd::stale_files(&root, &components::config_files()));
     assert!(
         stale.is_empty(),
         "stale manifests (run `make manifests`):\n{}",

@@ -1,6 +1,7 @@
 //! Writes the manifests generated from the Rust types: `config/crd/bases/` (the CRDs we ship),
-//! `config/webhook/` and `config/certmanager/` (webhook configurations, Service, serving certificate)
-//! and `e2e/config/crd/` (the core Cluster API subset tests install).
+//! `config/webhook/` and `config/certmanager/` (webhook configurations, Service, serving certificate),
+//! `config/rbac/`, `config/manager/` and `config/default/` (per provider: RBAC, manager Deployment,
+//! assembled clusterctl components) and `e2e/config/crd/` (the core Cluster API subset tests install).
 //!
 //! Usage: `crdgen [--check] [REPO_ROOT]` (default: the current folder). `--check` writes nothing and
 //! fails when a file on disk differs, naming the file and the command that fixes it.
@@ -8,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use kubeadm_api::crd;
 use kubeadm_api::webhook::manifests;
+use kubeadm_api::{components, crd};
 
 fn main() -> ExitCode {
     let mut check = false;
@@ -41,10 +42,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let webhook_files = manifests::files();
+    let mut config_files = manifests::files();
+    config_files.extend(components::config_files());
     if check {
-        stale.extend(crd::stale_files(&root, &webhook_files));
-    } else if let Err(e) = write_files(&root, &webhook_files) {
+        stale.extend(crd::stale_files(&root, &config_files));
+    } else if let Err(e) = write_files(&root, &config_files) {
         eprintln!("crdgen: {e}");
         return ExitCode::FAILURE;
     }

@@ -88,6 +88,11 @@ pub fn service() -> Service {
                 target_port: Some(IntOrString::Int(WEBHOOK_PORT.into())),
                 ..Default::default()
             }]),
+            // The manager Deployment's pods (see `components`).
+            selector: Some(BTreeMap::from([(
+                "control-plane".to_owned(),
+                "controller-manager".to_owned(),
+            )])),
             ..Default::default()
         }),
         status: None,

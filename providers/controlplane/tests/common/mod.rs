@@ -70,16 +70,33 @@ pub async fn setup_with(
     let plane = ManagementPlane::start()
         .await
         .expect("management plane starts");
-    let client = plane.client().await.unwrap();
     let mut crds = kubeadm_api::crd::provider_crds();
     crds.extend(kubeadm_api::crd::core_crds());
+    crds.extend(sim_infrastructure_crds());
+    plane.install_crds(&crds).await.unwrap();
+    setup_on(plane, replicas, template, start_controller, stacked_etcd).await
+}
+
+/// The CRDs of the simulated infrastructure provider's machine kinds.
+pub fn sim_infrastructure_crds() -> Vec<CustomResourceDefinition> {
     let fixture = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/sim-infrastructure-crds.yaml"
     ))
     .unwrap();
-    crds.extend(serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap());
-    plane.install_crds(&crds).await.unwrap();
+    serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap()
+}
+
+/// Like [`setup_with`] on a running management plane whose CRDs (ours, the core subset, the
+/// simulated infrastructure) are installed.
+pub async fn setup_on(
+    plane: ManagementPlane,
+    replicas: i32,
+    template: &str,
+    start_controller: bool,
+    stacked_etcd: bool,
+) -> Env {
+    let client = plane.client().await.unwrap();
 
     // The workload cluster is this apiserver: its CA becomes the cluster CA.
     let ca = Secret {
@@ -333,4 +350,40 @@ pub async fn cloned_from(env: &Env) -> Vec<String> {
             .collect();
     names.sort();
     names
+}
+
+/// Builds (or finds up to date) `bootstrap-manager` in the target folder `controlplane_manager` was
+/// built into, with the same profile: cargo builds only the binaries of the package under test.
+pub fn bootstrap_manager(controlplane_manager: &str) -> std::path::PathBuf {
+    let built = std::path::Path::new(controlplane_manager);
+    let profile_dir = built.parent().expect("a binary lives in a folder");
+    let target_dir = profile_dir
+        .parent()
+        .expect("a profile folder lives in a target folder");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "kubeadm-bootstrap",
+            "--bin",
+            "bootstrap-manager",
+        ])
+        .arg("--profile")
+        .arg(profile)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(
+        status.success(),
+        "`cargo build -p kubeadm-bootstrap` failed ({status})"
+    );
+    profile_dir.join("bootstrap-manager")
 }
