@@ -67,6 +67,19 @@ pub async fn setup_with(
     start_controller: bool,
     stacked_etcd: bool,
 ) -> Env {
+    let etcd_args = stacked_etcd.then(Vec::new);
+    setup_etcd(replicas, template, start_controller, etcd_args).await
+}
+
+/// Like [`setup_with`]; with `etcd_args` (e.g. a small `--quota-backend-bytes`) etcd is stacked and every
+/// member runs with these extra flags.
+pub async fn setup_etcd(
+    replicas: i32,
+    template: &str,
+    start_controller: bool,
+    etcd_args: Option<Vec<String>>,
+) -> Env {
+    let stacked_etcd = etcd_args.is_some();
     let plane = ManagementPlane::start()
         .await
         .expect("management plane starts");
@@ -131,6 +144,7 @@ pub async fn setup_with(
         Some(EtcdSim {
             dir: plane.dir().join("workload-etcd"),
             ca: (ca.cert_pem().to_owned(), ca.key_pem().to_owned()),
+            extra_args: etcd_args.unwrap_or_default(),
         })
     } else {
         None
