@@ -443,6 +443,10 @@ async fn apply(
     } else {
         Some(observe_etcd(ctx, kcp, &cluster_name, &certs.etcd, &mut gathered, now).await)
     };
+    if etcd_view.is_some() {
+        // The members' own health (alarms, refused certificates) joins what the etcd pods said.
+        report.health(&gathered.machines, desired.external_etcd);
+    }
     machines::report_health(ctx, &namespace, &gathered).await?;
 
     // Membership changes come first: they finish what an earlier step started (a join, a deletion).
@@ -504,9 +508,21 @@ async fn apply(
     {
         let key = (namespace.clone(), cluster_name.clone());
         if let Some(done) = etcd::maintain(ctx, kcp, key, view, now).await? {
-            tracing::info!(kcp = %kcp.name_any(), "{done}");
-            let reason = "EtcdMaintenance";
-            publish(ctx, kcp, EventType::Normal, reason, &done).await;
+            tracing::info!(kcp = %kcp.name_any(), "{}", done.note);
+            match &done.refused {
+                None => {
+                    let reason = "EtcdMaintenance";
+                    publish(ctx, kcp, EventType::Normal, reason, &done.note).await;
+                }
+                Some(why) => {
+                    let reason = "EtcdSnapshotRefused";
+                    publish(ctx, kcp, EventType::Warning, reason, why).await;
+                }
+            }
+            if done.snapshot.is_some() || done.refused.is_some() {
+                report.etcd_snapshot(done.refused.as_deref());
+            }
+            etcd::record_maintenance(ctx, kcp, done.defragmentation, done.snapshot).await?;
             report.write(ctx, kcp).await?;
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
@@ -806,7 +822,7 @@ async fn observe_etcd(
     etcd_ca: &kubeadm_bootstrap::render::CertPem,
     gathered: &mut machines::Gathered,
     now: k8s_openapi::jiff::Timestamp,
-) -> Result<etcd::EtcdView, String> {
+) -> Result<etcd::EtcdView, etcd::Unobservable> {
     let namespace = kcp.namespace().unwrap_or_default();
     let mut endpoints: Vec<String> = gathered
         .pods
@@ -823,7 +839,15 @@ async fn observe_etcd(
     for m in gathered.machines.iter_mut().filter(|m| m.node.is_some()) {
         let member = match &view {
             Ok(view) => etcd::member_health(m, view),
-            Err(cause) => Health::Unknown(format!("etcd not observable: {cause}")),
+            Err(unobservable) => {
+                let endpoints = gathered
+                    .pods
+                    .get(&m.name)
+                    .map(|p| p.etcd_client_urls.as_slice())
+                    .unwrap_or_default();
+                let node = m.node.as_deref().unwrap_or(&m.name);
+                unobservable.member_health(node, endpoints)
+            }
         };
         // The pod's own problem comes first; a healthy pod defers to its member.
         if m.health.etcd.problem().is_none() {

@@ -11,7 +11,7 @@ pub mod tls;
 
 use std::collections::BTreeMap;
 
-pub use client::{EtcdClientConfig, EtcdClients, EtcdError, WorkloadEtcd};
+pub use client::{EtcdClientConfig, EtcdClients, EtcdError, TlsProblem, WorkloadEtcd, tls_problem};
 pub use tls::{EtcdClientCert, EtcdTlsError, issue_client_cert};
 
 /// One entry of etcd's member list. A member that was added but never started has an empty `name` and no
