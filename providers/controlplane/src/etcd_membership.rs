@@ -388,6 +388,26 @@ pub fn timed_members(members: &[Member]) -> Vec<u64> {
         .collect()
 }
 
+/// When the next learner timeout or unstarted grace runs out, so that the caller looks again then rather
+/// than at its next periodic pass.
+pub fn next_expiry(observed: Observed<'_>) -> Option<Timestamp> {
+    observed
+        .members
+        .iter()
+        .filter_map(|m| {
+            let seen = observed.first_seen.get(&m.id)?;
+            let limit = if !m.is_started() {
+                observed.unstarted_grace
+            } else if m.is_learner {
+                observed.learner_timeout
+            } else {
+                return None;
+            };
+            seen.checked_add(limit).ok()
+        })
+        .min()
+}
+
 /// Decides the one membership change to make now (see the module docs for the order).
 pub fn next_action(observed: Observed<'_>) -> Action {
     if observed.members.is_empty() {
@@ -969,6 +989,21 @@ mod tests {
             "a caught-up learner is no vote"
         );
         assert_eq!(is_quorum_safe_without(4, cluster.observed()), Ok(()));
+    }
+
+    #[test]
+    fn the_next_expiry_is_the_earliest_timer_of_a_learner_or_unstarted_member() {
+        let none = Cluster::healthy(3);
+        assert_eq!(next_expiry(none.observed()), None);
+        let timed = Cluster::healthy(3)
+            .learner(4, 10)
+            .seen(4, 1)
+            .unstarted(5, true)
+            .seen(5, 1);
+        let observed = timed.observed();
+        let unstarted_ends = now() - SignedDuration::from_mins(1) + observed.unstarted_grace;
+        assert!(observed.unstarted_grace < observed.learner_timeout);
+        assert_eq!(next_expiry(observed), Some(unstarted_ends));
     }
 
     #[test]

@@ -110,6 +110,57 @@ fn keep_writing(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Dur
     })
 }
 
+/// Watches every member's status (every 50 ms) until `stop`; returns, per learner that was promoted, how
+/// long it stayed a learner after it was in sync (its applied index within 10 % of the furthest voter's
+/// raft index, the rule the controller promotes by).
+fn watch_promotions(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<Duration>> {
+    let handle = env.core.etcd_handle();
+    tokio::spawn(async move {
+        let mut in_sync: std::collections::BTreeMap<u64, Instant> = Default::default();
+        let mut promoted = Vec::new();
+        let mut done: std::collections::BTreeSet<u64> = Default::default();
+        while !stop.load(Ordering::Relaxed) {
+            let mut statuses = Vec::new();
+            {
+                let cluster = handle.lock().await;
+                if let Some(cluster) = cluster.as_ref() {
+                    for m in cluster.members().iter().filter(|m| m.pid().is_some()) {
+                        let url = std::slice::from_ref(&m.client_url);
+                        let status = async {
+                            let mut client = cluster.connect(url).await.ok()?;
+                            client.status().await.ok()
+                        };
+                        if let Ok(Some(status)) =
+                            tokio::time::timeout(Duration::from_millis(500), status).await
+                        {
+                            statuses.push(status);
+                        }
+                    }
+                }
+            }
+            let furthest = statuses
+                .iter()
+                .filter(|s| !s.is_learner())
+                .map(|s| s.raft_index())
+                .max()
+                .unwrap_or(0);
+            for s in &statuses {
+                let id = s.header().map_or(0, |h| h.member_id());
+                if s.is_learner() && s.raft_applied_index() * 10 >= furthest * 9 {
+                    in_sync.entry(id).or_insert_with(Instant::now);
+                } else if !s.is_learner()
+                    && let Some(since) = in_sync.get(&id)
+                    && done.insert(id)
+                {
+                    promoted.push(since.elapsed());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        promoted
+    })
+}
+
 #[tokio::test]
 async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first() {
     let env = setup_with(1, "prod-control-plane-genc01", true, true).await;
@@ -122,9 +173,16 @@ async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first(
     );
 
     // 1 → 3: every join arrives as a learner; the controller promotes it.
+    let watching = Arc::new(AtomicBool::new(false));
+    let promotions = watch_promotions(&env, watching.clone());
     patch_kcp(&env.client, json!({ "replicas": 3 })).await;
     wait_converged(&env, 3, "scale up").await;
     wait_members_match_machines(&env, "scale up").await;
+    watching.store(true, Ordering::Relaxed);
+    println!(
+        "measured: learner in sync → promoted by the controller: {:?}",
+        promotions.await.unwrap()
+    );
     let promoted = changes(&env, "PromoteLearner").await;
     assert_eq!(
         promoted.len(),

@@ -454,6 +454,7 @@ async fn apply(
     let etcd_machines = etcd::planner_machines(&gathered.machines, &up_to_date_now);
     let mut etcd_refuses_member = None;
     let mut etcd_action = None;
+    let mut etcd_expiry = None;
     match &etcd_view {
         None => {}
         Some(Err(cause)) => etcd_refuses_member = Some(format!("etcd not observable: {cause}")),
@@ -471,6 +472,7 @@ async fn apply(
                 .err()
                 .map(|reason| reason.to_string());
             etcd_action = Some(crate::etcd_membership::next_action(observed));
+            etcd_expiry = crate::etcd_membership::next_expiry(observed);
         }
     }
     report.etcd_membership(etcd_view.as_ref(), etcd_action.as_ref());
@@ -532,7 +534,17 @@ async fn apply(
         .await
         .map(|action| {
             if waiting_on_etcd {
-                Action::requeue(WAIT)
+                // A learner timeout or unstarted grace that runs out sooner is acted on when it does.
+                let until_expiry = etcd_expiry.map_or(WAIT, |at| {
+                    let left = at.duration_since(now);
+                    let left = if left.is_negative() {
+                        Duration::ZERO
+                    } else {
+                        left.unsigned_abs()
+                    };
+                    left.max(Duration::from_secs(1))
+                });
+                Action::requeue(WAIT.min(until_expiry))
             } else if !desired.external_etcd && action == Action::requeue(RESYNC) {
                 Action::requeue(ETCD_RESYNC)
             } else {
