@@ -555,3 +555,54 @@ async fn certificate_refusals_name_the_endpoint_and_the_side_that_refused() {
         "{attempts:?}"
     );
 }
+
+/// Routed access (how port-forwarding plugs in): every member's client URL maps to a local listener that
+/// only relays bytes, here a plain TCP relay; TLS still runs end to end and errors name the member's URL.
+#[tokio::test]
+async fn routed_members_are_reached_through_local_relays() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let f = three_members().await;
+    let relayed = Arc::new(AtomicUsize::new(0));
+    let mut routes = std::collections::BTreeMap::new();
+    let (mut relays, mut tasks) = (Vec::new(), Vec::new());
+    for url in urls(&f.cluster) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let local = listener.local_addr().unwrap();
+        let upstream = url.trim_start_matches("https://").to_owned();
+        let relayed = relayed.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                relayed.fetch_add(1, Ordering::Relaxed);
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let mut member = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut member).await;
+                });
+            }
+        }));
+        routes.insert(url.clone(), format!("https://{local}"));
+        relays.push(url);
+    }
+    let etcd = EtcdClients::new(config())
+        .workload(Arc::new(client_cert(&f.cluster)))
+        .routed(routes.clone());
+    let observed = etcd.observe(&urls(&f.cluster)).await.unwrap();
+    assert_eq!(observed.members.len(), 3);
+    assert!(observed.states.values().all(Result::is_ok));
+    assert!(
+        relayed.load(Ordering::Relaxed) >= 3,
+        "every member was reached through its relay"
+    );
+
+    // A relay whose far end is gone: the error names the member's own URL, not the relay's.
+    let first = &relays[0];
+    tasks[0].abort();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let fresh = EtcdClients::new(config())
+        .workload(Arc::new(client_cert(&f.cluster)))
+        .routed(routes.clone());
+    let err = fresh.status(first).await.unwrap_err();
+    assert!(err.is_unreachable(), "{err}");
+    assert_eq!(err.endpoint(), Some(first.as_str()));
+}

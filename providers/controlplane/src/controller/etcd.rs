@@ -27,6 +27,8 @@ type ClusterKey = (String, String);
 /// Connections, client certificates and learner timers, per workload cluster.
 pub(super) struct EtcdCare {
     clients: EtcdClients,
+    /// Port-forward listeners, when etcd is reached through the workload API server.
+    pub(super) forwards: crate::etcd::PortForwards,
     certs: Mutex<HashMap<ClusterKey, Arc<EtcdClientCert>>>,
     first_seen: Mutex<HashMap<ClusterKey, BTreeMap<u64, Timestamp>>>,
     /// Defragmentation rounds in progress.
@@ -39,6 +41,7 @@ impl EtcdCare {
     pub(super) fn new(learner_timeout: SignedDuration, unstarted_grace: SignedDuration) -> Self {
         Self {
             clients: EtcdClients::new(Default::default()),
+            forwards: Default::default(),
             certs: Mutex::default(),
             first_seen: Mutex::default(),
             rounds: Mutex::default(),
@@ -57,7 +60,7 @@ pub(super) struct Unobservable {
 }
 
 impl Unobservable {
-    fn new(message: impl Into<String>) -> Self {
+    pub(super) fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             refusals: BTreeMap::new(),
@@ -123,6 +126,7 @@ impl EtcdCare {
         cluster: &str,
         etcd_ca: &CertPem,
         endpoints: &[String],
+        routes: BTreeMap<String, String>,
         now: Timestamp,
     ) -> Result<EtcdView, Unobservable> {
         if endpoints.is_empty() {
@@ -131,7 +135,7 @@ impl EtcdCare {
         let cert = self
             .client_cert(&key, cluster, etcd_ca)
             .map_err(Unobservable::new)?;
-        let etcd = self.clients.workload(cert);
+        let etcd = self.clients.workload(cert).routed(routes);
         let observation = etcd.observe(endpoints).await?;
         let members: Vec<Member> = observation
             .members

@@ -72,6 +72,8 @@ pub struct Settings {
     pub snapshot_dir: Option<std::path::PathBuf>,
     /// How many snapshots to keep per cluster.
     pub snapshots_keep: usize,
+    /// How etcd is reached: the workload API server's port-forward, or the members' client URLs.
+    pub etcd_access: crate::etcd::EtcdAccess,
 }
 
 impl Default for Settings {
@@ -85,6 +87,7 @@ impl Default for Settings {
             unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
             snapshot_dir: None,
             snapshots_keep: 7,
+            etcd_access: crate::etcd::EtcdAccess::default(),
         }
     }
 }
@@ -650,6 +653,9 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Cleanup, Er
     else {
         return Ok(Cleanup::Done);
     };
+    ctx.etcd
+        .forwards
+        .forget(&(namespace.clone(), cluster_name.clone()));
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     let all = machines
         .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}")))
@@ -844,10 +850,18 @@ async fn observe_etcd(
     endpoints.sort();
     endpoints.dedup();
     let key = (namespace, cluster.to_owned());
-    let view = ctx
-        .etcd
-        .observe(key, cluster, etcd_ca, &endpoints, now)
-        .await;
+    let routes = match ctx.settings.etcd_access {
+        crate::etcd::EtcdAccess::Direct => Ok(BTreeMap::new()),
+        crate::etcd::EtcdAccess::PortForward => port_forward_routes(ctx, &key, gathered).await,
+    };
+    let view = match routes {
+        Ok(routes) => {
+            ctx.etcd
+                .observe(key, cluster, etcd_ca, &endpoints, routes, now)
+                .await
+        }
+        Err(cause) => Err(etcd::Unobservable::new(cause)),
+    };
     for m in gathered.machines.iter_mut().filter(|m| m.node.is_some()) {
         let member = match &view {
             Ok(view) => etcd::member_health(m, view),
@@ -870,6 +884,28 @@ async fn observe_etcd(
         }
     }
     view
+}
+
+/// Local listeners that port-forward to each machine's etcd pod through the workload API server.
+async fn port_forward_routes(
+    ctx: &Context,
+    key: &(String, String),
+    gathered: &machines::Gathered,
+) -> Result<BTreeMap<String, String>, String> {
+    let client = ctx
+        .workload
+        .get(&ctx.client, &key.0, &key.1)
+        .await
+        .map_err(|e| format!("no port-forward to etcd: {e}"))?;
+    let nodes = gathered.machines.iter().filter_map(|m| {
+        let pods = gathered.pods.get(&m.name)?;
+        Some((m.node.as_deref()?, pods.etcd_client_urls.as_slice()))
+    });
+    let targets = crate::etcd::port_forward::forward_targets(nodes);
+    ctx.etcd
+        .forwards
+        .routes(key.clone(), &client, &targets)
+        .await
 }
 
 async fn publish(

@@ -289,6 +289,7 @@ impl EtcdClients {
             clients: self.clone(),
             fingerprint: cert.fingerprint(),
             cert,
+            routes: Arc::default(),
         }
     }
 
@@ -329,6 +330,9 @@ pub struct WorkloadEtcd {
     clients: EtcdClients,
     cert: Arc<EtcdClientCert>,
     fingerprint: String,
+    /// Where to connect for a member's client URL instead of the URL itself (a port-forward's local
+    /// listener); errors still name the member's URL.
+    routes: Arc<BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for WorkloadEtcd {
@@ -340,6 +344,16 @@ impl std::fmt::Debug for WorkloadEtcd {
 }
 
 impl WorkloadEtcd {
+    /// The same access, connecting to `routes[url]` for each client URL listed there.
+    pub fn routed(mut self, routes: BTreeMap<String, String>) -> Self {
+        self.routes = Arc::new(routes);
+        self
+    }
+
+    fn target<'a>(&'a self, endpoint: &'a str) -> &'a str {
+        self.routes.get(endpoint).map_or(endpoint, String::as_str)
+    }
+
     /// The member list, as seen by the member at `endpoint` (which must be a voting member on etcd 3.4).
     pub async fn member_list(&self, endpoint: &str) -> Result<Vec<Member>, EtcdError> {
         let resp = self
@@ -615,7 +629,8 @@ impl WorkloadEtcd {
     }
 
     async fn client(&self, endpoint: &str) -> Result<Client, EtcdError> {
-        if let Some(client) = self.clients.cached_client(endpoint, &self.fingerprint) {
+        let target = self.target(endpoint);
+        if let Some(client) = self.clients.cached_client(target, &self.fingerprint) {
             return Ok(client);
         }
         let config = self.config();
@@ -628,14 +643,14 @@ impl WorkloadEtcd {
             .with_keep_alive(Duration::from_secs(30), config.dial_timeout)
             .with_tls(tls);
         // Connecting is lazy: this fails only on a malformed endpoint or TLS material.
-        let client = Client::connect([endpoint], Some(options))
+        let client = Client::connect([target], Some(options))
             .await
             .map_err(|e| EtcdError::Client {
                 endpoint: endpoint.to_owned(),
                 cause: error_chain(&e),
             })?;
         self.clients
-            .store(endpoint, &self.fingerprint, client.clone());
+            .store(target, &self.fingerprint, client.clone());
         Ok(client)
     }
 
@@ -680,7 +695,8 @@ impl WorkloadEtcd {
     /// after the handshake and its refusal only reaches the gRPC client as a closed stream; a TLS
     /// handshake of our own, which reads the member's first answer, shows the alert.
     async fn diagnose(&self, endpoint: String, cause: String) -> EtcdError {
-        match probe_tls(&endpoint, &self.cert, self.config().dial_timeout).await {
+        let target = self.target(&endpoint).to_owned();
+        match probe_tls(&target, &self.cert, self.config().dial_timeout).await {
             Some((problem, seen)) => EtcdError::Tls {
                 endpoint,
                 problem,

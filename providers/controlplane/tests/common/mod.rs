@@ -237,7 +237,13 @@ pub fn start(client: &kube::Client) -> tokio::task::JoinHandle<()> {
     )
 }
 
+/// Starts the controller. The test apiserver has no kubelet to port-forward to, so etcd is always reached
+/// directly at the client URLs of the simulated members.
 pub fn start_with(client: &kube::Client, settings: Settings) -> tokio::task::JoinHandle<()> {
+    let settings = Settings {
+        etcd_access: kubeadm_controlplane::etcd::EtcdAccess::Direct,
+        ..settings
+    };
     let (_trigger, shutdown) = Shutdown::channel();
     let client = client.clone();
     tokio::spawn(async move {
