@@ -40,6 +40,8 @@ pub struct EtcdSim {
     pub dir: PathBuf,
     /// The cluster's etcd CA (certificate, PKCS#8 key): hand the same to the provider as `<cluster>-etcd`.
     pub ca: (String, String),
+    /// More etcd flags for every member (see [`EtcdOptions::extra_args`]).
+    pub extra_args: Vec<String>,
 }
 
 /// What the double saw.
@@ -248,6 +250,7 @@ impl Double {
                         members: 1,
                         names: vec![node.to_owned()],
                         ca: Some(sim.ca.clone()),
+                        extra_args: sim.extra_args.clone(),
                         ..EtcdOptions::default()
                     },
                 )

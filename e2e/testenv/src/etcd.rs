@@ -26,6 +26,8 @@ pub struct EtcdOptions {
     /// CA certificate and key (PKCS#8 PEM) to sign the member and client certificates with, instead of a
     /// fresh one: a test that hands the same CA to a provider lets the provider reach the members.
     pub ca: Option<(String, String)>,
+    /// More etcd flags for every member, e.g. `--quota-backend-bytes=2097152`.
+    pub extra_args: Vec<String>,
 }
 
 impl Default for EtcdOptions {
@@ -39,6 +41,7 @@ impl Default for EtcdOptions {
             ),
             names: Vec::new(),
             ca: None,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -220,7 +223,8 @@ impl EtcdCluster {
             .arg("--log-outputs=stderr")
             // Small timings keep elections quick on loopback.
             .arg("--heartbeat-interval=50")
-            .arg("--election-timeout=500");
+            .arg("--election-timeout=500")
+            .args(&self.options.extra_args);
         if let Some(tls) = &self.tls {
             let (cert, key, ca) = (&tls.member.cert, &tls.member.key, &tls.ca_file);
             cmd.arg(format!("--cert-file={}", cert.display()))

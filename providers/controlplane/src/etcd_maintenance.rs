@@ -4,7 +4,7 @@
 //! its reads and writes for a moment; doing the leader last, after it stopped leading, keeps the cluster
 //! answering throughout. Only a healthy cluster of several voters is defragmented.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::jiff::{Timestamp, ToSpan, civil::Time, tz::TimeZone};
@@ -23,6 +23,141 @@ pub const SNAPSHOT_SCHEDULE_ANNOTATION: &str =
 pub const LAST_SNAPSHOT_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-snapshot";
 /// The default daily snapshot time, after the defragmentation.
 pub const DEFAULT_SNAPSHOT_SCHEDULE: DailyAt = DailyAt { hour: 3, minute: 0 };
+
+/// Annotation on the KubeadmControlPlane: where scheduled snapshots go, `secret` (a Secret per snapshot
+/// in the control plane's namespace) or `dir` (the manager's `--etcd-snapshot-dir`). Unset means `dir`
+/// when the manager has a snapshot directory, and no snapshots otherwise.
+pub const SNAPSHOT_TARGET_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot-target";
+/// Label on every snapshot Secret (value: the cluster name), so that they can be listed and pruned.
+pub const SNAPSHOT_SECRET_LABEL: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
+/// Key of the gzip-compressed snapshot in a snapshot Secret.
+pub const SNAPSHOT_SECRET_KEY: &str = "snapshot.db.gz";
+/// Type of snapshot Secrets.
+pub const SNAPSHOT_SECRET_TYPE: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
+/// Most compressed bytes a snapshot Secret takes: the API server refuses Secrets whose data exceed
+/// 1 MiB; a little is left for the object's other parts.
+pub const SECRET_SNAPSHOT_LIMIT: usize = 1024 * 1024 - 4 * 1024;
+
+/// Where scheduled snapshots are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotTarget {
+    /// Files in the manager's snapshot directory.
+    Dir,
+    /// One Secret per snapshot, gzip-compressed.
+    Secret,
+}
+
+impl SnapshotTarget {
+    /// The target from the annotation's value and whether the manager has a snapshot directory;
+    /// `None` when no snapshots are taken. An error names the annotation and the rule.
+    pub fn resolve(annotation: Option<&str>, has_dir: bool) -> Result<Option<Self>, String> {
+        match annotation.map(str::trim) {
+            None => Ok(has_dir.then_some(SnapshotTarget::Dir)),
+            Some("secret") => Ok(Some(SnapshotTarget::Secret)),
+            Some("dir") if has_dir => Ok(Some(SnapshotTarget::Dir)),
+            Some("dir") => Err(format!(
+                "{SNAPSHOT_TARGET_ANNOTATION}: \"dir\" needs the manager's --etcd-snapshot-dir; \
+                 use \"secret\" or start the manager with a snapshot directory"
+            )),
+            Some(other) => Err(format!(
+                "{SNAPSHOT_TARGET_ANNOTATION}: {other:?} is not a snapshot target; use \"secret\" or \"dir\""
+            )),
+        }
+    }
+}
+
+/// The name of the Secret for a snapshot of `cluster` taken at `at`: sortable by time, and a valid
+/// object name (lower case).
+pub fn snapshot_secret_name(cluster: &str, at: Timestamp) -> String {
+    format!("{cluster}-etcd-snapshot-{}", at.strftime("%Y%m%dt%H%M%Sz"))
+}
+
+/// Snapshot Secrets of `cluster` to delete so that the newest `keep` remain; Secrets named otherwise
+/// are never touched.
+pub fn snapshot_secrets_to_prune(names: &[String], cluster: &str, keep: usize) -> Vec<String> {
+    let prefix = format!("{cluster}-etcd-snapshot-");
+    let mut ours: Vec<&String> = names.iter().filter(|n| n.starts_with(&prefix)).collect();
+    ours.sort();
+    let excess = ours.len().saturating_sub(keep);
+    ours.into_iter().take(excess).cloned().collect()
+}
+
+/// A snapshot compressed with gzip as it streams in, refused as soon as the compressed bytes pass
+/// `limit`: a database too large for a Secret is noticed after about `limit` compressed bytes, not after
+/// the whole database went through memory.
+pub struct CompressedSnapshot {
+    encoder: flate2::write::GzEncoder<Vec<u8>>,
+    limit: usize,
+    exceeded: bool,
+}
+
+impl CompressedSnapshot {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            encoder: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()),
+            limit,
+            exceeded: false,
+        }
+    }
+
+    /// Whether the compressed snapshot outgrew the limit (the stream was then refused).
+    pub fn exceeded(&self) -> bool {
+        self.exceeded
+    }
+
+    /// The finished gzip stream; an error when it outgrew the limit.
+    pub fn finish(mut self) -> std::io::Result<Vec<u8>> {
+        if self.exceeded {
+            return Err(Self::too_large(self.limit));
+        }
+        let compressed = self.encoder.finish()?;
+        if compressed.len() > self.limit {
+            self.exceeded = true;
+            return Err(Self::too_large(self.limit));
+        }
+        Ok(compressed)
+    }
+
+    fn too_large(limit: usize) -> std::io::Error {
+        std::io::Error::other(format!(
+            "the compressed snapshot exceeds {limit} bytes, more than a Secret can hold"
+        ))
+    }
+}
+
+impl tokio::io::AsyncWrite for CompressedSnapshot {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::io::Write;
+        if self.exceeded {
+            return std::task::Poll::Ready(Err(Self::too_large(self.limit)));
+        }
+        let written = self.encoder.write_all(buf);
+        if written.is_ok() && self.encoder.get_ref().len() > self.limit {
+            self.exceeded = true;
+            return std::task::Poll::Ready(Err(Self::too_large(self.limit)));
+        }
+        std::task::Poll::Ready(written.map(|()| buf.len()))
+    }
+
+    // A gzip flush would only add sync markers; everything is finished in `finish`.
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
 
 /// Snapshot files of one cluster to delete so that the newest `keep` remain. Names sort by time
 /// (`etcd-<UTC timestamp>.db`); other files in the directory are never touched.
@@ -94,7 +229,8 @@ impl DailyAt {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Round {
     pub compacted: bool,
-    pub defragmented: BTreeSet<u64>,
+    /// Members done, in the order they were defragmented.
+    pub defragmented: Vec<u64>,
     /// Sum of the members' database file sizes when the round started, for the report.
     pub db_size_before: i64,
 }
@@ -257,9 +393,7 @@ mod tests {
             steps.push(step.clone());
             match step {
                 Step::Compact => round.compacted = true,
-                Step::Defragment { member } => {
-                    round.defragmented.insert(member);
-                }
+                Step::Defragment { member } => round.defragmented.push(member),
                 Step::MoveLeader { to, .. } => leader = to,
                 _ => return steps,
             }
@@ -331,6 +465,98 @@ mod tests {
         assert_eq!(snapshots_to_prune(&files, 0).len(), 3);
         let name = snapshot_file_name("2026-11-29T03:00:07Z".parse().unwrap());
         assert_eq!(name, "etcd-20261129T030007Z.db");
+    }
+
+    #[test]
+    fn the_snapshot_target_comes_from_the_annotation_or_the_manager() {
+        assert_eq!(SnapshotTarget::resolve(None, false), Ok(None));
+        assert_eq!(
+            SnapshotTarget::resolve(None, true),
+            Ok(Some(SnapshotTarget::Dir))
+        );
+        for has_dir in [false, true] {
+            assert_eq!(
+                SnapshotTarget::resolve(Some("secret"), has_dir),
+                Ok(Some(SnapshotTarget::Secret))
+            );
+        }
+        assert_eq!(
+            SnapshotTarget::resolve(Some("dir"), true),
+            Ok(Some(SnapshotTarget::Dir))
+        );
+        let err = SnapshotTarget::resolve(Some("dir"), false).unwrap_err();
+        assert!(
+            err.starts_with(SNAPSHOT_TARGET_ANNOTATION) && err.contains("--etcd-snapshot-dir"),
+            "{err}"
+        );
+        let err = SnapshotTarget::resolve(Some("s3"), true).unwrap_err();
+        assert!(
+            err.starts_with(SNAPSHOT_TARGET_ANNOTATION) && err.contains("\"s3\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn snapshot_secrets_are_named_by_time_and_the_newest_kept() {
+        let at = "2026-11-29T03:00:07Z".parse().unwrap();
+        assert_eq!(
+            snapshot_secret_name("prod", at),
+            "prod-etcd-snapshot-20261129t030007z"
+        );
+        let names: Vec<String> = [
+            "prod-etcd-snapshot-20261129t030000z",
+            "prod-etcd-snapshot-20261127t030000z",
+            "prod-etcd",
+            "prod-etcd-snapshot-20261128t030000z",
+            "staging-etcd-snapshot-20200101t030000z",
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(
+            snapshot_secrets_to_prune(&names, "prod", 2),
+            ["prod-etcd-snapshot-20261127t030000z"]
+        );
+        assert_eq!(snapshot_secrets_to_prune(&names, "prod", 0).len(), 3);
+        assert!(snapshot_secrets_to_prune(&names, "prod", 3).is_empty());
+    }
+
+    #[tokio::test]
+    async fn snapshots_are_gzipped_and_refused_past_the_limit() {
+        use std::io::Read;
+        use tokio::io::AsyncWriteExt;
+        let repetitive = vec![7u8; 4 * 1024 * 1024];
+        let mut out = CompressedSnapshot::new(64 * 1024);
+        for chunk in repetitive.chunks(64 * 1024) {
+            out.write_all(chunk).await.unwrap();
+        }
+        out.flush().await.unwrap();
+        let compressed = out.finish().unwrap();
+        assert!(compressed.len() < 64 * 1024, "{}", compressed.len());
+        let mut restored = Vec::new();
+        flate2::read::GzDecoder::new(compressed.as_slice())
+            .read_to_end(&mut restored)
+            .unwrap();
+        assert_eq!(restored, repetitive);
+
+        // Random bytes do not compress: refused once the compressed stream passes the limit.
+        let mut noise = vec![0u8; 256 * 1024];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut noise).unwrap();
+        let mut out = CompressedSnapshot::new(64 * 1024);
+        let mut refused = None;
+        for (i, chunk) in noise.chunks(16 * 1024).enumerate() {
+            if let Err(e) = out.write_all(chunk).await {
+                refused = Some((i, e));
+                break;
+            }
+        }
+        let (at_chunk, error) = refused.expect("the limit was never reached");
+        assert!(out.exceeded());
+        assert!(at_chunk < 8, "refused early, after chunk {at_chunk}");
+        assert!(
+            error.to_string().contains("more than a Secret can hold"),
+            "{error}"
+        );
+        assert!(out.finish().is_err());
     }
 
     #[test]

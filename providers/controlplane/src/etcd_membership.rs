@@ -6,6 +6,10 @@
 //! member out before the Machine goes, and members that no Machine owns must go too. Each of these is a raft
 //! configuration change: one at a time, each only while a healthy majority of voters remains.
 //!
+//! An active alarm anywhere (NOSPACE, CORRUPT) stops every change: NOSPACE makes etcd refuse writes
+//! cluster-wide and CORRUPT means a member's data cannot be trusted; both need an operator (compact,
+//! defragment, `etcdctl alarm disarm`), and a membership change meanwhile only adds risk.
+//!
 //! Priority, highest first; the first change that may go ahead is the step. A change that is due but blocked
 //! is reported as [`Action::Wait`] only when nothing else may go ahead, so a blocked removal never starves a
 //! promotion or the release of a hook.
@@ -384,6 +388,26 @@ pub fn timed_members(members: &[Member]) -> Vec<u64> {
         .collect()
 }
 
+/// When the next learner timeout or unstarted grace runs out, so that the caller looks again then rather
+/// than at its next periodic pass.
+pub fn next_expiry(observed: Observed<'_>) -> Option<Timestamp> {
+    observed
+        .members
+        .iter()
+        .filter_map(|m| {
+            let seen = observed.first_seen.get(&m.id)?;
+            let limit = if !m.is_started() {
+                observed.unstarted_grace
+            } else if m.is_learner {
+                observed.learner_timeout
+            } else {
+                return None;
+            };
+            seen.checked_add(limit).ok()
+        })
+        .min()
+}
+
 /// Decides the one membership change to make now (see the module docs for the order).
 pub fn next_action(observed: Observed<'_>) -> Action {
     if observed.members.is_empty() {
@@ -391,6 +415,9 @@ pub fn next_action(observed: Observed<'_>) -> Action {
     }
     // Quorum math over a partial picture could remove a healthy member believed lost.
     if let Some(reason) = missing_state(observed) {
+        return Action::Wait(reason);
+    }
+    if let Some(reason) = first_alarm(observed) {
         return Action::Wait(reason);
     }
     let planner = Planner::new(observed);
@@ -686,6 +713,21 @@ fn missing_state(observed: Observed<'_>) -> Option<Reason> {
         })
 }
 
+/// The first alarm raised on any member, by member id.
+fn first_alarm(observed: Observed<'_>) -> Option<Reason> {
+    by_id(observed.members)
+        .into_iter()
+        .find_map(|m| match observed.states.get(&m.id) {
+            Some(MemberState::Reachable { alarms, .. }) => {
+                alarms.first().map(|alarm| Reason::Alarm {
+                    member: m.label(),
+                    alarm: alarm.clone(),
+                })
+            }
+            _ => None,
+        })
+}
+
 /// Why a member is not healthy, if it is not.
 fn problem(observed: Observed<'_>, member: &Member) -> Option<Reason> {
     health(observed, member).err()
@@ -950,6 +992,58 @@ mod tests {
     }
 
     #[test]
+    fn the_next_expiry_is_the_earliest_timer_of_a_learner_or_unstarted_member() {
+        let none = Cluster::healthy(3);
+        assert_eq!(next_expiry(none.observed()), None);
+        let timed = Cluster::healthy(3)
+            .learner(4, 10)
+            .seen(4, 1)
+            .unstarted(5, true)
+            .seen(5, 1);
+        let observed = timed.observed();
+        let unstarted_ends = now() - SignedDuration::from_mins(1) + observed.unstarted_grace;
+        assert!(observed.unstarted_grace < observed.learner_timeout);
+        assert_eq!(next_expiry(observed), Some(unstarted_ends));
+    }
+
+    #[test]
+    fn an_alarm_anywhere_stops_every_membership_change() {
+        let nospace_on = |id| {
+            Action::Wait(Reason::Alarm {
+                member: label(id),
+                alarm: "NOSPACE".into(),
+            })
+        };
+        let unstarted = Cluster::healthy(3).unstarted(4, true).seen(4, 60);
+        assert!(matches!(
+            unstarted.next(),
+            Action::RemoveUnstartedMember { member: 4, .. }
+        ));
+        assert_eq!(unstarted.alarm(2, "NOSPACE").next(), nospace_on(2));
+        let caught_up = Cluster::healthy(3).learner(4, 1000);
+        assert_eq!(caught_up.next(), Action::Promote { member: 4 });
+        assert_eq!(caught_up.alarm(1, "NOSPACE").next(), nospace_on(1));
+        let everywhere = Cluster::healthy(3)
+            .deleting(3)
+            .alarm(3, "NOSPACE")
+            .alarm(1, "CORRUPT")
+            .alarm(2, "NOSPACE");
+        assert_eq!(
+            everywhere.next(),
+            Action::Wait(Reason::Alarm {
+                member: label(1),
+                alarm: "CORRUPT".into(),
+            }),
+            "the first member by id names the alarm"
+        );
+        let reason = Reason::Alarm {
+            member: label(2),
+            alarm: "NOSPACE".into(),
+        };
+        assert_eq!(reason.to_string(), "alarm NOSPACE on member 2 (node-2)");
+    }
+
+    #[test]
     fn removing_a_voter_needs_quorum_now_and_a_healthy_majority_of_the_rest() {
         let at_risk = |member, healthy, voters| {
             Err(Reason::QuorumAtRisk {
@@ -1204,12 +1298,15 @@ mod tests {
                 }),
             ),
             (
-                "caught up but alarmed past its timeout",
+                "caught up but alarmed past its timeout: alarms stop every change",
                 Cluster::healthy(3)
                     .learner(4, 1000)
                     .alarm(4, "NOSPACE")
                     .seen(4, 10),
-                stuck,
+                Action::Wait(Reason::Alarm {
+                    member: label(4),
+                    alarm: "NOSPACE".into(),
+                }),
             ),
             (
                 "without a machine",
@@ -1395,10 +1492,9 @@ mod tests {
             (
                 "another has an alarm",
                 Cluster::healthy(3).deleting(2).alarm(3, "NOSPACE"),
-                Action::Wait(Reason::QuorumAtRisk {
-                    member: label(2),
-                    healthy: 1,
-                    voters: 2,
+                Action::Wait(Reason::Alarm {
+                    member: label(3),
+                    alarm: "NOSPACE".into(),
                 }),
             ),
             (

@@ -104,6 +104,11 @@ struct RunArgs {
     /// Snapshots kept per cluster; older ones are deleted.
     #[arg(long, default_value_t = 7)]
     etcd_snapshots_keep: usize,
+    /// How to reach the workload clusters' etcd: `port-forward` through the workload API server to each
+    /// `kube-system/etcd-<node>` pod (needs only the API server port, as Cluster API does), or `direct` at
+    /// the client URLs the etcd pods announce (needs the nodes' etcd port reachable from the manager).
+    #[arg(long, value_enum, default_value = "port-forward")]
+    etcd_access: kubeadm_controlplane::etcd::EtcdAccess,
 }
 
 #[tokio::main]
@@ -114,12 +119,14 @@ async fn main() -> ExitCode {
                 manager: args,
                 etcd_snapshot_dir,
                 etcd_snapshots_keep,
+                etcd_access,
             } = *run;
             let settings = controller::Settings {
                 namespace: args.namespace.clone(),
                 watch_filter: args.watch_filter.clone(),
                 snapshot_dir: etcd_snapshot_dir,
                 snapshots_keep: etcd_snapshots_keep,
+                etcd_access,
                 ..controller::Settings::default()
             };
             let namespace = args.namespace.clone();

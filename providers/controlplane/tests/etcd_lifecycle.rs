@@ -110,6 +110,57 @@ fn keep_writing(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Dur
     })
 }
 
+/// Watches every member's status (every 50 ms) until `stop`; returns, per learner that was promoted, how
+/// long it stayed a learner after it was in sync (its applied index within 10 % of the furthest voter's
+/// raft index, the rule the controller promotes by).
+fn watch_promotions(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<Duration>> {
+    let handle = env.core.etcd_handle();
+    tokio::spawn(async move {
+        let mut in_sync: std::collections::BTreeMap<u64, Instant> = Default::default();
+        let mut promoted = Vec::new();
+        let mut done: std::collections::BTreeSet<u64> = Default::default();
+        while !stop.load(Ordering::Relaxed) {
+            let mut statuses = Vec::new();
+            {
+                let cluster = handle.lock().await;
+                if let Some(cluster) = cluster.as_ref() {
+                    for m in cluster.members().iter().filter(|m| m.pid().is_some()) {
+                        let url = std::slice::from_ref(&m.client_url);
+                        let status = async {
+                            let mut client = cluster.connect(url).await.ok()?;
+                            client.status().await.ok()
+                        };
+                        if let Ok(Some(status)) =
+                            tokio::time::timeout(Duration::from_millis(500), status).await
+                        {
+                            statuses.push(status);
+                        }
+                    }
+                }
+            }
+            let furthest = statuses
+                .iter()
+                .filter(|s| !s.is_learner())
+                .map(|s| s.raft_index())
+                .max()
+                .unwrap_or(0);
+            for s in &statuses {
+                let id = s.header().map_or(0, |h| h.member_id());
+                if s.is_learner() && s.raft_applied_index() * 10 >= furthest * 9 {
+                    in_sync.entry(id).or_insert_with(Instant::now);
+                } else if !s.is_learner()
+                    && let Some(since) = in_sync.get(&id)
+                    && done.insert(id)
+                {
+                    promoted.push(since.elapsed());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        promoted
+    })
+}
+
 #[tokio::test]
 async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first() {
     let env = setup_with(1, "prod-control-plane-genc01", true, true).await;
@@ -122,9 +173,16 @@ async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first(
     );
 
     // 1 → 3: every join arrives as a learner; the controller promotes it.
+    let watching = Arc::new(AtomicBool::new(false));
+    let promotions = watch_promotions(&env, watching.clone());
     patch_kcp(&env.client, json!({ "replicas": 3 })).await;
     wait_converged(&env, 3, "scale up").await;
     wait_members_match_machines(&env, "scale up").await;
+    watching.store(true, Ordering::Relaxed);
+    println!(
+        "measured: learner in sync → promoted by the controller: {:?}",
+        promotions.await.unwrap()
+    );
     let promoted = changes(&env, "PromoteLearner").await;
     assert_eq!(
         promoted.len(),
@@ -345,6 +403,37 @@ async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue() 
     stop.store(true, Ordering::Relaxed);
     let longest_gap = writer.await.unwrap();
     let after = db_sizes(&env).await;
+    // The status records the round for kubectl: every member, the former leader last, sizes shrunk.
+    let record = loop {
+        let kcp = kcps.get(KCP).await.unwrap();
+        if let Some(record) = kcp
+            .status
+            .and_then(|s| s.etcd)
+            .and_then(|e| e.last_defragmentation)
+        {
+            break record;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no defragmentation in the status"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let mut recorded = record.members.clone();
+    recorded.sort();
+    assert_eq!(recorded, before.keys().cloned().collect::<Vec<_>>());
+    let (size_before, size_after) = (
+        record.db_size_before.unwrap(),
+        record.db_size_after.unwrap(),
+    );
+    assert!(
+        size_after < size_before / 2,
+        "{size_before} → {size_after} bytes"
+    );
+    assert!(
+        record.time.0
+            > k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_mins(5)
+    );
     for (name, size) in &after {
         assert!(
             *size < before[name] / 2,
@@ -441,6 +530,29 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_etcdctl() {
         .nth(1)
         .expect("the record names the file")
         .to_owned();
+    let status = loop {
+        let kcp = kcps.get(KCP).await.unwrap();
+        if let Some(status) = kcp
+            .status
+            .and_then(|s| s.etcd)
+            .and_then(|e| e.last_snapshot)
+        {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no snapshot in the status");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status.location, path);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(status.size, Some(size as i64));
+    assert!(status.revision.is_some_and(|r| r > 0), "{status:?}");
+    assert!(
+        status
+            .member
+            .as_ref()
+            .is_some_and(|m| m.starts_with("node-")),
+        "{status:?}"
+    );
     let output = std::process::Command::new(testenv::binaries::etcdctl().unwrap())
         .args(["snapshot", "status", &path, "-w", "json"])
         .env("ETCDCTL_API", "3")
@@ -460,4 +572,183 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_etcdctl() {
     assert_eq!(files[0], "README");
     assert_eq!(files[1], "etcd-20200102T030000Z.db");
     assert!(path.ends_with(&files[2]), "{files:?} {path}");
+}
+
+#[tokio::test]
+async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_accepted_by_etcdctl()
+ {
+    use k8s_openapi::api::core::v1::Secret;
+    use kubeadm_controlplane::etcd_maintenance::{
+        LAST_SNAPSHOT_ANNOTATION, SCHEDULE_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION,
+        SNAPSHOT_SECRET_KEY, SNAPSHOT_SECRET_LABEL, SNAPSHOT_TARGET_ANNOTATION,
+    };
+    use std::io::Read;
+    let env = setup_with(1, "prod-control-plane-genc01", false, true).await;
+    let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
+        Api::namespaced(env.client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
+    // Two older snapshots, of which one falls out of the two kept.
+    for name in [
+        "prod-etcd-snapshot-20200101t030000z",
+        "prod-etcd-snapshot-20200102t030000z",
+    ] {
+        let old: Secret = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { SNAPSHOT_SECRET_LABEL: CLUSTER } },
+            "data": { SNAPSHOT_SECRET_KEY: "" },
+        }))
+        .unwrap();
+        secrets.create(&Default::default(), &old).await.unwrap();
+    }
+    let due = |last: &str| {
+        json!({ "metadata": { "annotations": {
+            SCHEDULE_ANNOTATION: "disabled",
+            SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
+            SNAPSHOT_TARGET_ANNOTATION: "secret",
+            LAST_SNAPSHOT_ANNOTATION: last,
+        } } })
+    };
+    kcps.patch(
+        KCP,
+        &Default::default(),
+        &kube::api::Patch::Merge(&due("2020-01-02T03:00:00Z")),
+    )
+    .await
+    .unwrap();
+    let mut env = env;
+    env.tasks.push(start_with(
+        &env.client,
+        Settings {
+            snapshots_keep: 2,
+            ..Settings::default()
+        },
+    ));
+    wait_converged(&env, 1, "initial").await;
+
+    let deadline = Instant::now() + CONVERGE;
+    let status = loop {
+        let kcp = kcps.get(KCP).await.unwrap();
+        if let Some(status) = kcp
+            .status
+            .and_then(|s| s.etcd)
+            .and_then(|e| e.last_snapshot)
+        {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no snapshot in the status");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let name = status
+        .location
+        .strip_prefix("secret/")
+        .unwrap_or_else(|| panic!("not a Secret: {status:?}"));
+    let secret = secrets.get(name).await.unwrap();
+    assert_eq!(
+        secret
+            .labels()
+            .get("cluster.x-k8s.io/cluster-name")
+            .map(String::as_str),
+        Some(CLUSTER)
+    );
+    let owner = &secret.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("KubeadmControlPlane", KCP)
+    );
+    let compressed = &secret.data.as_ref().unwrap()[SNAPSHOT_SECRET_KEY].0;
+    let mut db = Vec::new();
+    flate2::read::GzDecoder::new(compressed.as_slice())
+        .read_to_end(&mut db)
+        .unwrap();
+    assert_eq!(Some(db.len() as i64), status.size);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snapshot.db");
+    std::fs::write(&path, &db).unwrap();
+    let output = std::process::Command::new(testenv::binaries::etcdctl().unwrap())
+        .args(["snapshot", "status", path.to_str().unwrap(), "-w", "json"])
+        .env("ETCDCTL_API", "3")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "etcdctl refused the snapshot: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!(
+        "snapshot Secret {name}: {} bytes, {} compressed; etcdctl: {}",
+        db.len(),
+        compressed.len(),
+        String::from_utf8_lossy(&output.stdout).trim()
+    );
+    let snapshot_names = || async {
+        let mut names: Vec<String> = secrets
+            .list(&ListParams::default().labels(&format!("{SNAPSHOT_SECRET_LABEL}={CLUSTER}")))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        snapshot_names().await,
+        [
+            "prod-etcd-snapshot-20200102t030000z".to_owned(),
+            name.to_owned()
+        ]
+    );
+
+    // Incompressible data past what a Secret holds: the snapshot is refused, visibly, and nothing is lost.
+    let mut client = env.core.etcd_client().await.expect("etcd runs");
+    let mut noise = vec![0u8; 100_000];
+    for i in 0..15 {
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut noise).unwrap();
+        client
+            .put(format!("noise/{i}"), noise.clone(), None)
+            .await
+            .unwrap();
+    }
+    kcps.patch(
+        KCP,
+        &Default::default(),
+        &kube::api::Patch::Merge(&due("2020-01-02T03:00:00Z")),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + CONVERGE;
+    let refused = loop {
+        let kcp = kcps.get(KCP).await.unwrap();
+        if let Some(c) = condition(&kcp, "EtcdSnapshotTaken")
+            && c.status == "False"
+        {
+            break c.clone();
+        }
+        assert!(Instant::now() < deadline, "the snapshot was not refused");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(refused.reason, "TooLargeForSecret");
+    assert!(
+        refused.message.contains("more than a Secret holds"),
+        "{}",
+        refused.message
+    );
+    let kcp = kcps.get(KCP).await.unwrap();
+    assert!(kcp.annotations()[LAST_SNAPSHOT_ANNOTATION].ends_with(" refused"));
+    assert_eq!(
+        snapshot_names().await,
+        [
+            "prod-etcd-snapshot-20200102t030000z".to_owned(),
+            name.to_owned()
+        ],
+        "a refused snapshot neither adds nor prunes"
+    );
+    let warned = Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some("EtcdSnapshotRefused"));
+    assert!(warned, "no Warning Event");
 }

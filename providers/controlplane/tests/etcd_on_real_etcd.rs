@@ -483,3 +483,126 @@ async fn a_stopped_member_is_unreachable_within_the_timeout() {
     assert!(matches!(err, EtcdError::NoMemberList { .. }), "{err:?}");
     assert!(err.to_string().contains(&endpoints[0]), "{err}");
 }
+
+/// Each side refusing the other's certificate is told apart from an outage, with the member's URL.
+#[tokio::test]
+async fn certificate_refusals_name_the_endpoint_and_the_side_that_refused() {
+    use kubeadm_controlplane::etcd::TlsProblem;
+    let f = three_members().await;
+    let endpoint = urls(&f.cluster)[0].clone();
+    let tls = f.cluster.tls().unwrap();
+    let cluster_ca = CertPem {
+        cert: tls.ca_pem.clone(),
+        key: tls.ca_key_pem().to_owned(),
+    };
+    let other = testenv::pki::Ca::new("other-etcd-ca").unwrap();
+    let other_ca = CertPem {
+        cert: other.cert_pem().to_owned(),
+        key: other.key_pem().to_owned(),
+    };
+    let now = OffsetDateTime::now_utc();
+    let refusal = |cert: kubeadm_controlplane::etcd::EtcdClientCert| {
+        let etcd = EtcdClients::new(config()).workload(Arc::new(cert));
+        let endpoint = endpoint.clone();
+        async move { etcd.status(&endpoint).await.unwrap_err() }
+    };
+
+    // Signed by a CA the members do not trust (while trusting theirs): the member refuses us.
+    let mut foreign = issue_client_cert("test", &other_ca, now).unwrap();
+    foreign.ca_pem = cluster_ca.cert.clone();
+    let err = refusal(foreign).await;
+    println!("client certificate from another CA: {err}");
+    assert_eq!(
+        err.tls_problem(),
+        Some(TlsProblem::ClientCertRejected),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&endpoint), "{err}");
+
+    // Expired: issued two days ago with a one-day lifetime.
+    let expired = issue_client_cert("test", &cluster_ca, now - time::Duration::days(2)).unwrap();
+    let err = refusal(expired).await;
+    println!("expired client certificate: {err}");
+    assert_eq!(
+        err.tls_problem(),
+        Some(TlsProblem::ClientCertRejected),
+        "{err:?}"
+    );
+
+    // We trust another CA than the one that signed the members' serving certificate.
+    let untrusting = issue_client_cert("test", &other_ca, now).unwrap();
+    let err = refusal(untrusting).await;
+    println!("serving certificate from an untrusted CA: {err}");
+    assert_eq!(
+        err.tls_problem(),
+        Some(TlsProblem::ServerUntrusted),
+        "{err:?}"
+    );
+    assert!(!err.is_unreachable());
+
+    // The whole observation fails the same way, one attempt per endpoint.
+    let mut foreign = issue_client_cert("test", &other_ca, now).unwrap();
+    foreign.ca_pem = cluster_ca.cert.clone();
+    let etcd = EtcdClients::new(config()).workload(Arc::new(foreign));
+    let Err(EtcdError::NoMemberList { attempts }) = etcd.observe(&urls(&f.cluster)).await else {
+        panic!("observing with a refused certificate must fail");
+    };
+    assert_eq!(attempts.len(), 3);
+    assert!(
+        attempts
+            .iter()
+            .all(|a| a.tls_problem() == Some(TlsProblem::ClientCertRejected)),
+        "{attempts:?}"
+    );
+}
+
+/// Routed access (how port-forwarding plugs in): every member's client URL maps to a local listener that
+/// only relays bytes, here a plain TCP relay; TLS still runs end to end and errors name the member's URL.
+#[tokio::test]
+async fn routed_members_are_reached_through_local_relays() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let f = three_members().await;
+    let relayed = Arc::new(AtomicUsize::new(0));
+    let mut routes = std::collections::BTreeMap::new();
+    let (mut relays, mut tasks) = (Vec::new(), Vec::new());
+    for url in urls(&f.cluster) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let local = listener.local_addr().unwrap();
+        let upstream = url.trim_start_matches("https://").to_owned();
+        let relayed = relayed.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                relayed.fetch_add(1, Ordering::Relaxed);
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let mut member = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut member).await;
+                });
+            }
+        }));
+        routes.insert(url.clone(), format!("https://{local}"));
+        relays.push(url);
+    }
+    let etcd = EtcdClients::new(config())
+        .workload(Arc::new(client_cert(&f.cluster)))
+        .routed(routes.clone());
+    let observed = etcd.observe(&urls(&f.cluster)).await.unwrap();
+    assert_eq!(observed.members.len(), 3);
+    assert!(observed.states.values().all(Result::is_ok));
+    assert!(
+        relayed.load(Ordering::Relaxed) >= 3,
+        "every member was reached through its relay"
+    );
+
+    // A relay whose far end is gone: the error names the member's own URL, not the relay's.
+    let first = &relays[0];
+    tasks[0].abort();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let fresh = EtcdClients::new(config())
+        .workload(Arc::new(client_cert(&f.cluster)))
+        .routed(routes.clone());
+    let err = fresh.status(first).await.unwrap_err();
+    assert!(err.is_unreachable(), "{err}");
+    assert_eq!(err.endpoint(), Some(first.as_str()));
+}

@@ -409,7 +409,7 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
     let controlplane_kubeconfig =
         service_account_kubeconfig(&plane, &admin, Provider::ControlPlane).await;
 
-    let env = common::setup_on(plane, 1, TEMPLATE, false, false).await;
+    let env = common::setup_on(plane, 1, TEMPLATE, false, None).await;
     let dir = env.plane.dir().to_path_buf();
     let mut bootstrap = start_manager(
         &bootstrap_binary,

@@ -125,11 +125,12 @@ pub const CONTROLPLANE_RULES: &[Rule] = &[
         resources: &["machines/status"],
         verbs: &["patch"],
     },
-    // Cluster certificates (create-if-absent) and the admin kubeconfig (created, renewed in place).
+    // Cluster certificates (create-if-absent), the admin kubeconfig (created, renewed in place), and
+    // etcd snapshots kept in Secrets (created, listed, the oldest deleted).
     Rule {
         groups: &[""],
         resources: &["secrets"],
-        verbs: &["create", "get", "update"],
+        verbs: &["create", "delete", "get", "list", "update"],
     },
     // The conversion webhook reads the contract version of referenced kinds from CRD labels.
     Rule {

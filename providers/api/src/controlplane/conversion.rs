@@ -15,7 +15,9 @@
 //! - Status: `initialized` ⇄ `initialization.controlPlaneInitialized` (false ⇄ unset);
 //!   `ready` is rebuilt from the v1beta1 ready replicas (true when > 0), as Cluster API does; any
 //!   other value stays in the annotation. v1beta1 counters, conditions and failure fields ⇄
-//!   `deprecated.v1beta1`; `v1beta2.*` ⇄ the v1beta2 conditions and counters; `lastRemediation.timestamp` ⇄ `time`.
+//!   `deprecated.v1beta1`; `v1beta2.*` ⇄ the v1beta2 conditions and counters; `lastRemediation.timestamp` ⇄ `time`;
+//!   `etcd` (this provider's etcd maintenance record) exists only in v1beta2 and survives in the
+//!   conversion-data annotation.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -229,6 +231,8 @@ fn status_to_hub(status: &v1::KubeadmControlPlaneStatus) -> v2::KubeadmControlPl
                 time: r.timestamp.clone(),
                 retry_count: r.retry_count,
             }),
+        // Only v1beta2 holds it; the conversion-data annotation carries it through v1beta1.
+        etcd: None,
         deprecated: defined(&deprecated).then_some(v2::KubeadmControlPlaneDeprecatedStatus {
             v1beta1: Some(deprecated),
         }),

@@ -226,6 +226,10 @@ pub struct KubeadmControlPlaneStatus {
     /// The last remediation performed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_remediation: Option<LastRemediationStatus>,
+    /// Maintenance of the stacked etcd (this provider's addition: not part of Cluster API's
+    /// KubeadmControlPlane; v1beta1 clients keep it in the conversion-data annotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<KubeadmControlPlaneEtcdStatus>,
     /// Status fields kept for v1beta1 clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<KubeadmControlPlaneDeprecatedStatus>,
@@ -285,6 +289,59 @@ pub struct LastRemediationStatus {
     /// Retry count of the last remediated Machine.
     #[schemars(range(min = 0))]
     pub retry_count: i32,
+}
+
+/// What the controller last did to the stacked etcd.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneEtcdStatus {
+    /// The last finished leader-aware defragmentation round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_defragmentation: Option<EtcdDefragmentationStatus>,
+    /// The last snapshot written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_snapshot: Option<EtcdSnapshotStatus>,
+}
+
+/// A finished defragmentation round.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdDefragmentationStatus {
+    /// When the round finished.
+    pub time: Time,
+    /// Names of the defragmented members, in the order they were defragmented (the former leader last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// Sum of the members' database file sizes before the round, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub db_size_before: Option<i64>,
+    /// Sum of the members' database file sizes after the round, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub db_size_after: Option<i64>,
+}
+
+/// A snapshot of the etcd keyspace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdSnapshotStatus {
+    /// When the snapshot was taken.
+    pub time: Time,
+    /// Where it is: a file path in the manager's snapshot directory, or `secret/<name>` for a Secret in
+    /// the control plane's namespace.
+    #[schemars(length(min = 1))]
+    pub location: String,
+    /// Size of the snapshot as etcd streamed it (uncompressed), in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub size: Option<i64>,
+    /// Key-value store revision of the member the snapshot came from, when it was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// Name of the member the snapshot came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 /// Desired state of a KubeadmControlPlaneTemplate.

@@ -6,9 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch};
 use kubeadm_api::cluster::v1beta2::Machine;
+use kubeadm_api::controlplane::v1beta2::{EtcdDefragmentationStatus, EtcdSnapshotStatus};
 use kubeadm_bootstrap::render::CertPem;
 use serde_json::json;
 
@@ -25,6 +27,8 @@ type ClusterKey = (String, String);
 /// Connections, client certificates and learner timers, per workload cluster.
 pub(super) struct EtcdCare {
     clients: EtcdClients,
+    /// Port-forward listeners, when etcd is reached through the workload API server.
+    pub(super) forwards: crate::etcd::PortForwards,
     certs: Mutex<HashMap<ClusterKey, Arc<EtcdClientCert>>>,
     first_seen: Mutex<HashMap<ClusterKey, BTreeMap<u64, Timestamp>>>,
     /// Defragmentation rounds in progress.
@@ -37,11 +41,70 @@ impl EtcdCare {
     pub(super) fn new(learner_timeout: SignedDuration, unstarted_grace: SignedDuration) -> Self {
         Self {
             clients: EtcdClients::new(Default::default()),
+            forwards: Default::default(),
             certs: Mutex::default(),
             first_seen: Mutex::default(),
             rounds: Mutex::default(),
             learner_timeout,
             unstarted_grace,
+        }
+    }
+}
+
+/// Why etcd could not be observed at all this reconcile.
+#[derive(Debug)]
+pub(super) struct Unobservable {
+    pub message: String,
+    /// Certificate refusals by client URL, so that each machine's member is named with its cause.
+    pub refusals: BTreeMap<String, String>,
+}
+
+impl Unobservable {
+    pub(super) fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            refusals: BTreeMap::new(),
+        }
+    }
+
+    /// The condition reason: a certificate problem needs a person; anything else may pass by itself.
+    pub fn reason(&self) -> &'static str {
+        if self.refusals.is_empty() {
+            "EtcdNotObservable"
+        } else {
+            "EtcdCertificateRefused"
+        }
+    }
+
+    /// The health of the etcd member served at `endpoints` (one machine's etcd pod).
+    pub fn member_health(&self, node: &str, endpoints: &[String]) -> Health {
+        match endpoints.iter().find_map(|e| self.refusals.get(e)) {
+            Some(refusal) => Health::Unhealthy(format!("etcd member {node}: {refusal}")),
+            None => Health::Unknown(format!("etcd not observable: {}", self.message)),
+        }
+    }
+}
+
+impl std::fmt::Display for Unobservable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<crate::etcd::EtcdError> for Unobservable {
+    fn from(error: crate::etcd::EtcdError) -> Self {
+        let attempts = match &error {
+            crate::etcd::EtcdError::NoMemberList { attempts } => attempts.iter().collect(),
+            other => vec![other],
+        };
+        let refusals = attempts
+            .into_iter()
+            .filter(|e| e.tls_problem().is_some())
+            .filter_map(|e| Some((e.endpoint()?.to_owned(), e.to_string())))
+            .collect();
+        Self {
+            message: error.to_string(),
+            refusals,
         }
     }
 }
@@ -63,14 +126,17 @@ impl EtcdCare {
         cluster: &str,
         etcd_ca: &CertPem,
         endpoints: &[String],
+        routes: BTreeMap<String, String>,
         now: Timestamp,
-    ) -> Result<EtcdView, String> {
+    ) -> Result<EtcdView, Unobservable> {
         if endpoints.is_empty() {
-            return Err("no etcd pod announces a client URL yet".into());
+            return Err(Unobservable::new("no etcd pod announces a client URL yet"));
         }
-        let cert = self.client_cert(&key, cluster, etcd_ca)?;
-        let etcd = self.clients.workload(cert);
-        let observation = etcd.observe(endpoints).await.map_err(|e| e.to_string())?;
+        let cert = self
+            .client_cert(&key, cluster, etcd_ca)
+            .map_err(Unobservable::new)?;
+        let etcd = self.clients.workload(cert).routed(routes);
+        let observation = etcd.observe(endpoints).await?;
         let members: Vec<Member> = observation
             .members
             .iter()
@@ -116,8 +182,7 @@ impl EtcdCare {
         let now = time::OffsetDateTime::now_utc();
         let mut certs = self.certs.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(cert) = certs.get(key)
-            && !cert.needs_renewal(now)
-            && cert.ca_pem == etcd_ca.cert
+            && cert.reusable(&etcd_ca.cert, now)
         {
             return Ok(cert.clone());
         }
@@ -144,7 +209,14 @@ pub(super) fn member_states(observation: &Observation) -> BTreeMap<u64, MemberSt
                         .filter(|(member, _)| member == id)
                         .map(|(_, kind)| format!("{kind:?}").to_uppercase())
                         .collect(),
-                    errors: status.errors.clone(),
+                    // etcd repeats every alarm of the cluster in each member's errors; alarms are
+                    // attached to their own member above.
+                    errors: status
+                        .errors
+                        .iter()
+                        .filter(|e| !e.contains("alarm:"))
+                        .cloned()
+                        .collect(),
                 },
                 Err(e) => MemberState::Unreachable(e.to_string()),
             };
@@ -201,7 +273,15 @@ pub(super) fn member_health(machine: &ControlPlaneMachine, view: &EtcdView) -> H
                 .join(", ")
         )),
         Some(MemberState::Unreachable(cause)) => {
-            Health::Unhealthy(format!("etcd member {id} ({node}) unreachable: {cause}"))
+            let refused = matches!(
+                view.observation.states.get(&member.id),
+                Some(Err(e)) if e.tls_problem().is_some()
+            );
+            if refused {
+                Health::Unhealthy(format!("etcd member {id} ({node}): {cause}"))
+            } else {
+                Health::Unhealthy(format!("etcd member {id} ({node}) unreachable: {cause}"))
+            }
         }
         None => Health::Unknown(format!("etcd member {id} ({node}) was not probed")),
     }
@@ -368,15 +448,35 @@ where
         .map(drop)
 }
 
+/// A maintenance step taken: the note for its Event and, when it finished something, the record for the
+/// status.
+#[derive(Debug, Default)]
+pub(super) struct Maintained {
+    pub note: String,
+    pub defragmentation: Option<EtcdDefragmentationStatus>,
+    pub snapshot: Option<EtcdSnapshotStatus>,
+    /// A snapshot that was taken but could not be kept, and why.
+    pub refused: Option<String>,
+}
+
+impl From<String> for Maintained {
+    fn from(note: String) -> Self {
+        Self {
+            note,
+            ..Self::default()
+        }
+    }
+}
+
 /// One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]); returns
-/// what was done, for the Event, or `None` when nothing was due.
+/// what was done, or `None` when nothing was due.
 pub(super) async fn maintain(
     ctx: &Context,
     kcp: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlane,
     key: ClusterKey,
     view: &EtcdView,
     now: Timestamp,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<Maintained>, Error> {
     use etcd_maintenance::Step;
     use kube::ResourceExt;
     let annotations = kcp.annotations();
@@ -436,9 +536,9 @@ pub(super) async fn maintain(
             let round = rounds.entry(key).or_default();
             round.compacted = true;
             round.db_size_before = db_size();
-            Ok(Some(format!(
-                "compacted etcd to revision {revision} before defragmenting"
-            )))
+            Ok(Some(
+                format!("compacted etcd to revision {revision} before defragmenting").into(),
+            ))
         }
         Step::Defragment { member } => {
             let endpoint = view
@@ -448,30 +548,45 @@ pub(super) async fn maintain(
                 .and_then(|m| m.client_urls.first().cloned())
                 .ok_or_else(|| Error::Etcd(format!("member {member:x} has no client URL")))?;
             view.etcd.defragment(&endpoint).await.map_err(etcd_error)?;
-            rounds().entry(key).or_default().defragmented.insert(member);
-            Ok(Some(format!("defragmented etcd member {member:x}")))
+            rounds().entry(key).or_default().defragmented.push(member);
+            Ok(Some(format!("defragmented etcd member {member:x}").into()))
         }
         Step::MoveLeader { from, to } => {
             view.etcd
                 .move_leader(&leader()?, to)
                 .await
                 .map_err(etcd_error)?;
-            Ok(Some(format!(
-                "moved etcd leadership from {from:x} to {to:x} to defragment the former leader"
-            )))
+            Ok(Some(
+                format!(
+                    "moved etcd leadership from {from:x} to {to:x} to defragment the former leader"
+                )
+                .into(),
+            ))
         }
         Step::Finished => {
-            let before = rounds()
-                .remove(&key)
-                .map(|r| r.db_size_before)
-                .unwrap_or_default();
+            let round = rounds().remove(&key).unwrap_or_default();
             annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
-            Ok(Some(format!(
-                "defragmented all {} etcd members: database files {} → {} bytes",
-                view.members.len(),
-                before,
-                db_size()
-            )))
+            let after = db_size();
+            let members = round
+                .defragmented
+                .iter()
+                .map(|id| member_name(view, *id))
+                .collect();
+            Ok(Some(Maintained {
+                note: format!(
+                    "defragmented all {} etcd members: database files {} → {after} bytes",
+                    view.members.len(),
+                    round.db_size_before,
+                ),
+                defragmentation: Some(EtcdDefragmentationStatus {
+                    time: whole_seconds(now),
+                    members,
+                    db_size_before: Some(round.db_size_before),
+                    db_size_after: Some(after),
+                }),
+                snapshot: None,
+                refused: None,
+            }))
         }
     }
 }
@@ -486,10 +601,20 @@ async fn snapshot(
     key: &ClusterKey,
     view: &EtcdView,
     now: Timestamp,
-) -> Result<Option<String>, Error> {
-    use etcd_maintenance::{LAST_SNAPSHOT_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION};
+) -> Result<Option<Maintained>, Error> {
+    use etcd_maintenance::{
+        LAST_SNAPSHOT_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION, SNAPSHOT_TARGET_ANNOTATION,
+        SnapshotTarget,
+    };
     use kube::ResourceExt;
-    let Some(root) = &ctx.settings.snapshot_dir else {
+    let target = SnapshotTarget::resolve(
+        kcp.annotations()
+            .get(SNAPSHOT_TARGET_ANNOTATION)
+            .map(String::as_str),
+        ctx.settings.snapshot_dir.is_some(),
+    )
+    .map_err(Error::Etcd)?;
+    let Some(target) = target else {
         return Ok(None);
     };
     let schedule = match kcp.annotations().get(SNAPSHOT_SCHEDULE_ANNOTATION) {
@@ -511,13 +636,28 @@ async fn snapshot(
         matches!(view.states.get(&m.id), Some(MemberState::Reachable { alarms, errors, .. }) if alarms.is_empty() && errors.is_empty())
             && !m.is_learner
     };
-    let source = view
+    let (source_id, source) = view
         .members
         .iter()
         .filter(healthy)
         .min_by_key(|m| Some(m.id) == view.observation.leader)
-        .and_then(|m| m.client_urls.first().cloned())
+        .and_then(|m| Some((m.id, m.client_urls.first().cloned()?)))
         .ok_or_else(|| Error::Etcd("no healthy voting member to take a snapshot from".into()))?;
+    let revision = view
+        .observation
+        .states
+        .get(&source_id)
+        .and_then(|s| s.as_ref().ok())
+        .map(|s| s.revision);
+    let source_name = member_name(view, source_id);
+    let root = match (target, &ctx.settings.snapshot_dir) {
+        (SnapshotTarget::Dir, Some(root)) => root,
+        _ => {
+            return snapshot_to_secret(ctx, kcp, key, view, now, &source, &source_name, revision)
+                .await
+                .map(Some);
+        }
+    };
     let dir = root.join(&key.0).join(&key.1);
     let io = |what: &str, e: std::io::Error| Error::Etcd(format!("snapshot: {what}: {e}"));
     tokio::fs::create_dir_all(&dir)
@@ -554,10 +694,200 @@ async fn snapshot(
     }
     let record = format!("{now} {}", path.display());
     annotate_kcp(ctx, kcp, LAST_SNAPSHOT_ANNOTATION, &record).await?;
-    Ok(Some(format!(
-        "wrote etcd snapshot {} ({written} bytes)",
-        path.display()
-    )))
+    Ok(Some(Maintained {
+        note: format!("wrote etcd snapshot {} ({written} bytes)", path.display()),
+        defragmentation: None,
+        snapshot: Some(EtcdSnapshotStatus {
+            time: whole_seconds(now),
+            location: path.display().to_string(),
+            size: i64::try_from(written).ok(),
+            revision,
+            member: Some(source_name),
+        }),
+        refused: None,
+    }))
+}
+
+/// A snapshot into a new Secret `<cluster>-etcd-snapshot-<time>` in the control plane's namespace
+/// (gzip-compressed under `snapshot.db.gz`, labelled with the cluster, owned by the control plane), then
+/// the oldest beyond `snapshots_keep` deleted. A snapshot whose compressed size passes what a Secret can
+/// hold is refused, recorded as refused (so it is tried again at the next scheduled time, not at once)
+/// and reported.
+#[allow(clippy::too_many_arguments)]
+async fn snapshot_to_secret(
+    ctx: &Context,
+    kcp: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlane,
+    key: &ClusterKey,
+    view: &EtcdView,
+    now: Timestamp,
+    source: &str,
+    source_name: &str,
+    revision: Option<i64>,
+) -> Result<Maintained, Error> {
+    use etcd_maintenance::{
+        CompressedSnapshot, LAST_SNAPSHOT_ANNOTATION, SECRET_SNAPSHOT_LIMIT, SNAPSHOT_SECRET_KEY,
+        SNAPSHOT_SECRET_LABEL, SNAPSHOT_SECRET_TYPE,
+    };
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{DeleteParams, ListParams, PostParams};
+    let (namespace, cluster) = key;
+    let name = etcd_maintenance::snapshot_secret_name(cluster, now);
+    let mut out = CompressedSnapshot::new(SECRET_SNAPSHOT_LIMIT);
+    let streamed = view.etcd.snapshot(source, &mut out).await;
+    let refuse = || async move {
+        let why = format!(
+            "etcd snapshot of member {source_name} cannot be kept in a Secret: compressed, it exceeds \
+             {SECRET_SNAPSHOT_LIMIT} bytes, more than a Secret holds; compact and defragment etcd, or take \
+             snapshots to a volume (--etcd-snapshot-dir with the {} annotation set to \"dir\")",
+            etcd_maintenance::SNAPSHOT_TARGET_ANNOTATION
+        );
+        annotate_kcp(
+            ctx,
+            kcp,
+            LAST_SNAPSHOT_ANNOTATION,
+            &format!("{now} refused"),
+        )
+        .await?;
+        Ok::<_, Error>(Maintained {
+            note: why.clone(),
+            refused: Some(why),
+            ..Maintained::default()
+        })
+    };
+    let written = match streamed {
+        Ok(bytes) => bytes,
+        Err(_) if out.exceeded() => return refuse().await,
+        Err(e) => return Err(Error::Etcd(e.to_string())),
+    };
+    let Ok(compressed) = out.finish() else {
+        return refuse().await;
+    };
+    let compressed_size = compressed.len();
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert(
+        kubeadm_api::meta::CLUSTER_NAME_LABEL.to_owned(),
+        cluster.clone(),
+    );
+    labels.insert(SNAPSHOT_SECRET_LABEL.to_owned(), cluster.clone());
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert(format!("{SNAPSHOT_SECRET_LABEL}-size"), written.to_string());
+    annotations.insert(
+        format!("{SNAPSHOT_SECRET_LABEL}-member"),
+        source_name.to_owned(),
+    );
+    if let Some(revision) = revision {
+        annotations.insert(
+            format!("{SNAPSHOT_SECRET_LABEL}-revision"),
+            revision.to_string(),
+        );
+    }
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![super::owner_reference(kcp)]),
+            ..Default::default()
+        },
+        type_: Some(SNAPSHOT_SECRET_TYPE.to_owned()),
+        data: Some([(SNAPSHOT_SECRET_KEY.to_owned(), ByteString(compressed))].into()),
+        ..Default::default()
+    };
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), namespace);
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => {}
+        // Written by an earlier attempt at the same second whose answer was lost.
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let listed = secrets
+        .list(&ListParams::default().labels(&format!("{SNAPSHOT_SECRET_LABEL}={cluster}")))
+        .await?;
+    let names: Vec<String> = listed
+        .items
+        .iter()
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    for old in
+        etcd_maintenance::snapshot_secrets_to_prune(&names, cluster, ctx.settings.snapshots_keep)
+    {
+        match secrets.delete(&old, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let location = format!("secret/{name}");
+    annotate_kcp(
+        ctx,
+        kcp,
+        LAST_SNAPSHOT_ANNOTATION,
+        &format!("{now} {location}"),
+    )
+    .await?;
+    Ok(Maintained {
+        note: format!(
+            "wrote etcd snapshot of member {source_name} to Secret {name} ({written} bytes, \
+             {compressed_size} compressed)"
+        ),
+        defragmentation: None,
+        snapshot: Some(EtcdSnapshotStatus {
+            time: whole_seconds(now),
+            location,
+            size: i64::try_from(written).ok(),
+            revision,
+            member: Some(source_name.to_owned()),
+        }),
+        refused: None,
+    })
+}
+
+/// Records a finished defragmentation round or snapshot in `status.etcd` with a merge patch of its own:
+/// the status the reconcile applies leaves `etcd` out, so a stale copy can never overwrite a newer record.
+pub(super) async fn record_maintenance(
+    ctx: &Context,
+    kcp: &kubeadm_api::controlplane::v1beta2::KubeadmControlPlane,
+    defragmentation: Option<EtcdDefragmentationStatus>,
+    snapshot: Option<EtcdSnapshotStatus>,
+) -> Result<(), Error> {
+    use kube::ResourceExt;
+    let mut record = serde_json::Map::new();
+    if let Some(defragmentation) = defragmentation {
+        record.insert("lastDefragmentation".into(), json!(defragmentation));
+    }
+    if let Some(snapshot) = snapshot {
+        record.insert("lastSnapshot".into(), json!(snapshot));
+    }
+    if record.is_empty() {
+        return Ok(());
+    }
+    let kcps = Api::<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane>::namespaced(
+        ctx.client.clone(),
+        &kcp.namespace().unwrap_or_default(),
+    );
+    let patch = json!({ "status": { "etcd": record } });
+    kcps.patch_status(
+        &kcp.name_any(),
+        &super::merge_params(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Kubernetes keeps whole seconds; recording them avoids a status that differs from its stored self.
+fn whole_seconds(at: Timestamp) -> Time {
+    Time(Timestamp::from_second(at.as_second()).unwrap_or(at))
+}
+
+/// A member's name, or its id in hex (as etcdctl prints it) while it has none.
+fn member_name(view: &EtcdView, id: u64) -> String {
+    view.members
+        .iter()
+        .find(|m| m.id == id && !m.name.is_empty())
+        .map_or_else(|| format!("{id:x}"), |m| m.name.clone())
 }
 
 fn current_round(care: &EtcdCare, key: &ClusterKey) -> Option<etcd_maintenance::Round> {
@@ -604,6 +934,37 @@ mod tests {
     }
 
     #[test]
+    fn certificate_refusals_name_the_member_of_each_machine() {
+        use crate::etcd::{EtcdError, TlsProblem};
+        let refused = |endpoint: &str| EtcdError::Tls {
+            endpoint: endpoint.into(),
+            problem: TlsProblem::ClientCertRejected,
+            cause: "received fatal alert: BadCertificate".into(),
+        };
+        let unobservable = Unobservable::from(EtcdError::NoMemberList {
+            attempts: vec![
+                refused("https://10.0.0.1:2379"),
+                EtcdError::Unreachable {
+                    endpoint: "https://10.0.0.2:2379".into(),
+                    cause: "connection refused".into(),
+                },
+            ],
+        });
+        assert_eq!(unobservable.reason(), "EtcdCertificateRefused");
+        let health = unobservable.member_health("node-a", &["https://10.0.0.1:2379".into()]);
+        let Health::Unhealthy(why) = health else {
+            panic!("{health:?}")
+        };
+        assert!(why.starts_with("etcd member node-a: etcd at https://10.0.0.1:2379: TLS: the member rejected our client certificate"), "{why}");
+        assert!(matches!(
+            unobservable.member_health("node-b", &["https://10.0.0.2:2379".into()]),
+            Health::Unknown(why) if why.contains("connection refused")
+        ));
+        let down = Unobservable::from(EtcdError::NoMemberList { attempts: vec![] });
+        assert_eq!(down.reason(), "EtcdNotObservable");
+    }
+
+    #[test]
     fn states_carry_leadership_and_alarms_of_their_member() {
         let observation = Observation {
             members: vec![],
@@ -618,9 +979,14 @@ mod tests {
             alarms: vec![(2, AlarmKind::NoSpace)],
             leader: Some(1),
         };
+        let mut observation = observation;
+        for state in observation.states.values_mut().flatten() {
+            state.errors = vec![format!("memberID:2 alarm:NOSPACE")];
+        }
         let states = member_states(&observation);
         assert!(
-            matches!(&states[&1], MemberState::Reachable { is_leader: true, alarms, .. } if alarms.is_empty())
+            matches!(&states[&1], MemberState::Reachable { is_leader: true, alarms, errors, .. } if alarms.is_empty() && errors.is_empty()),
+            "the alarm of member 2 is not member 1's"
         );
         assert!(
             matches!(&states[&2], MemberState::Reachable { is_leader: false, alarms, .. } if alarms == &["NOSPACE"])

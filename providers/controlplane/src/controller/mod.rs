@@ -74,6 +74,8 @@ pub struct Settings {
     pub snapshot_dir: Option<std::path::PathBuf>,
     /// How many snapshots to keep per cluster.
     pub snapshots_keep: usize,
+    /// How etcd is reached: the workload API server's port-forward, or the members' client URLs.
+    pub etcd_access: crate::etcd::EtcdAccess,
 }
 
 impl Default for Settings {
@@ -87,6 +89,7 @@ impl Default for Settings {
             unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
             snapshot_dir: None,
             snapshots_keep: 7,
+            etcd_access: crate::etcd::EtcdAccess::default(),
         }
     }
 }
@@ -461,6 +464,10 @@ async fn apply(
     } else {
         Some(observe_etcd(ctx, kcp, &cluster_name, &certs.etcd, &mut gathered, now).await)
     };
+    if etcd_view.is_some() {
+        // The members' own health (alarms, refused certificates) joins what the etcd pods said.
+        report.health(&gathered.machines, desired.external_etcd);
+    }
     machines::report_health(ctx, &namespace, &gathered).await?;
 
     // Membership changes come first: they finish what an earlier step started (a join, a deletion).
@@ -468,6 +475,7 @@ async fn apply(
     let etcd_machines = etcd::planner_machines(&gathered.machines, &up_to_date_now);
     let mut etcd_refuses_member = None;
     let mut etcd_action = None;
+    let mut etcd_expiry = None;
     match &etcd_view {
         None => {}
         Some(Err(cause)) => etcd_refuses_member = Some(format!("etcd not observable: {cause}")),
@@ -485,6 +493,7 @@ async fn apply(
                 .err()
                 .map(|reason| reason.to_string());
             etcd_action = Some(crate::etcd_membership::next_action(observed));
+            etcd_expiry = crate::etcd_membership::next_expiry(observed);
         }
     }
     report.etcd_membership(etcd_view.as_ref(), etcd_action.as_ref());
@@ -542,9 +551,21 @@ async fn apply(
     {
         let key = (namespace.clone(), cluster_name.clone());
         if let Some(done) = etcd::maintain(ctx, kcp, key, view, now).await? {
-            tracing::info!(kcp = %kcp.name_any(), "{done}");
-            let reason = "EtcdMaintenance";
-            publish(ctx, kcp, EventType::Normal, reason, &done).await;
+            tracing::info!(kcp = %kcp.name_any(), "{}", done.note);
+            match &done.refused {
+                None => {
+                    let reason = "EtcdMaintenance";
+                    publish(ctx, kcp, EventType::Normal, reason, &done.note).await;
+                }
+                Some(why) => {
+                    let reason = "EtcdSnapshotRefused";
+                    publish(ctx, kcp, EventType::Warning, reason, why).await;
+                }
+            }
+            if done.snapshot.is_some() || done.refused.is_some() {
+                report.etcd_snapshot(done.refused.as_deref());
+            }
+            etcd::record_maintenance(ctx, kcp, done.defragmentation, done.snapshot).await?;
             report.write(ctx, kcp).await?;
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
@@ -554,7 +575,17 @@ async fn apply(
         .await
         .map(|action| {
             if waiting_on_etcd {
-                Action::requeue(WAIT)
+                // A learner timeout or unstarted grace that runs out sooner is acted on when it does.
+                let until_expiry = etcd_expiry.map_or(WAIT, |at| {
+                    let left = at.duration_since(now);
+                    let left = if left.is_negative() {
+                        Duration::ZERO
+                    } else {
+                        left.unsigned_abs()
+                    };
+                    left.max(Duration::from_secs(1))
+                });
+                Action::requeue(WAIT.min(until_expiry))
             } else if !desired.external_etcd && action == Action::requeue(RESYNC) {
                 Action::requeue(ETCD_RESYNC)
             } else {
@@ -755,6 +786,9 @@ async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Cleanup, Er
     else {
         return Ok(Cleanup::Done);
     };
+    ctx.etcd
+        .forwards
+        .forget(&(namespace.clone(), cluster_name.clone()));
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     let all = machines
         .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}")))
@@ -939,7 +973,7 @@ async fn observe_etcd(
     etcd_ca: &kubeadm_bootstrap::render::CertPem,
     gathered: &mut machines::Gathered,
     now: k8s_openapi::jiff::Timestamp,
-) -> Result<etcd::EtcdView, String> {
+) -> Result<etcd::EtcdView, etcd::Unobservable> {
     let namespace = kcp.namespace().unwrap_or_default();
     let mut endpoints: Vec<String> = gathered
         .pods
@@ -949,14 +983,30 @@ async fn observe_etcd(
     endpoints.sort();
     endpoints.dedup();
     let key = (namespace, cluster.to_owned());
-    let view = ctx
-        .etcd
-        .observe(key, cluster, etcd_ca, &endpoints, now)
-        .await;
+    let routes = match ctx.settings.etcd_access {
+        crate::etcd::EtcdAccess::Direct => Ok(BTreeMap::new()),
+        crate::etcd::EtcdAccess::PortForward => port_forward_routes(ctx, &key, gathered).await,
+    };
+    let view = match routes {
+        Ok(routes) => {
+            ctx.etcd
+                .observe(key, cluster, etcd_ca, &endpoints, routes, now)
+                .await
+        }
+        Err(cause) => Err(etcd::Unobservable::new(cause)),
+    };
     for m in gathered.machines.iter_mut().filter(|m| m.node.is_some()) {
         let member = match &view {
             Ok(view) => etcd::member_health(m, view),
-            Err(cause) => Health::Unknown(format!("etcd not observable: {cause}")),
+            Err(unobservable) => {
+                let endpoints = gathered
+                    .pods
+                    .get(&m.name)
+                    .map(|p| p.etcd_client_urls.as_slice())
+                    .unwrap_or_default();
+                let node = m.node.as_deref().unwrap_or(&m.name);
+                unobservable.member_health(node, endpoints)
+            }
         };
         // The pod's own problem comes first; a healthy pod defers to its member.
         if m.health.etcd.problem().is_none() {
@@ -967,6 +1017,28 @@ async fn observe_etcd(
         }
     }
     view
+}
+
+/// Local listeners that port-forward to each machine's etcd pod through the workload API server.
+async fn port_forward_routes(
+    ctx: &Context,
+    key: &(String, String),
+    gathered: &machines::Gathered,
+) -> Result<BTreeMap<String, String>, String> {
+    let client = ctx
+        .workload
+        .get(&ctx.client, &key.0, &key.1)
+        .await
+        .map_err(|e| format!("no port-forward to etcd: {e}"))?;
+    let nodes = gathered.machines.iter().filter_map(|m| {
+        let pods = gathered.pods.get(&m.name)?;
+        Some((m.node.as_deref()?, pods.etcd_client_urls.as_slice()))
+    });
+    let targets = crate::etcd::port_forward::forward_targets(nodes);
+    ctx.etcd
+        .forwards
+        .routes(key.clone(), &client, &targets)
+        .await
 }
 
 async fn publish(

@@ -11,7 +11,7 @@ use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use serde_json::json;
 
-use super::etcd::{EtcdView, annotate_object};
+use super::etcd::{EtcdView, Unobservable, annotate_object};
 use super::machines::{self, Gathered};
 use super::metrics::METRICS;
 use super::{Context, Error, publish_about};
@@ -34,7 +34,7 @@ pub(super) struct Inputs<'a> {
     pub initialized: bool,
     pub external_etcd: bool,
     /// The etcd view of this reconcile (stacked etcd, initialized control plane).
-    pub etcd: Option<&'a Result<EtcdView, String>>,
+    pub etcd: Option<&'a Result<EtcdView, Unobservable>>,
     pub etcd_machines: &'a [EtcdMachine],
     pub now: Timestamp,
 }
@@ -73,7 +73,7 @@ pub(super) async fn reconcile(
             ctx,
             inputs.now,
         )),
-        Some(Err(cause)) => Err(cause.clone()),
+        Some(Err(cause)) => Err(cause.message.clone()),
         None if inputs.external_etcd => Ok(BTreeMap::new()),
         None => Err("the etcd members were not listed".to_owned()),
     };

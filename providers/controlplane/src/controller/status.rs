@@ -270,14 +270,19 @@ impl Report {
     /// `EtcdMembershipSettled`: whether the etcd membership needs a change, and what it waits for.
     pub(super) fn etcd_membership(
         &mut self,
-        view: Option<&Result<super::etcd::EtcdView, String>>,
+        view: Option<&Result<super::etcd::EtcdView, super::etcd::Unobservable>>,
         action: Option<&crate::etcd_membership::Action>,
     ) {
         use crate::etcd_membership::Action;
         match (view, action) {
             (None, _) => {}
             (Some(Err(cause)), _) => {
-                self.condition("EtcdMembershipSettled", false, "EtcdNotObservable", cause);
+                self.condition(
+                    "EtcdMembershipSettled",
+                    false,
+                    cause.reason(),
+                    &cause.message,
+                );
             }
             (Some(Ok(_)), Some(Action::Nothing) | None) => {
                 self.condition("EtcdMembershipSettled", true, "Settled", "");
@@ -313,6 +318,14 @@ impl Report {
         });
     }
 
+    /// `EtcdSnapshotTaken`: whether the last scheduled snapshot was kept, and why not.
+    pub(super) fn etcd_snapshot(&mut self, refused: Option<&str>) {
+        match refused {
+            None => self.condition("EtcdSnapshotTaken", true, "Taken", ""),
+            Some(why) => self.condition("EtcdSnapshotTaken", false, "TooLargeForSecret", why),
+        }
+    }
+
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
         set_condition(
             &mut self.status.conditions,
@@ -346,6 +359,10 @@ impl Report {
         }
         let api: Api<KubeadmControlPlane> =
             Api::namespaced(ctx.client.clone(), &kcp.namespace().unwrap_or_default());
+        // `status.etcd` is a record written once per event with a merge patch (see
+        // `etcd::record_maintenance`); applying the copy read here, possibly from a stale cache, could
+        // bring back an older record.
+        self.status.etcd = None;
         let patch = json!({
             "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
             "kind": "KubeadmControlPlane",

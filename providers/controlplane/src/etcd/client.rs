@@ -53,6 +53,12 @@ impl Default for EtcdClientConfig {
 pub enum EtcdError {
     #[error("etcd at {endpoint} is unreachable: {cause}")]
     Unreachable { endpoint: String, cause: String },
+    #[error("etcd at {endpoint}: TLS: {problem} ({cause})")]
+    Tls {
+        endpoint: String,
+        problem: TlsProblem,
+        cause: String,
+    },
     #[error("etcd at {endpoint} did not answer {op} within {after:?}")]
     Timeout {
         endpoint: String,
@@ -124,6 +130,7 @@ impl EtcdError {
     pub fn metric_label(&self) -> &'static str {
         match self {
             EtcdError::Unreachable { .. } => "etcd_unreachable",
+            EtcdError::Tls { .. } => "etcd_tls",
             EtcdError::Timeout { .. } => "etcd_timeout",
             EtcdError::LearnerRefused { .. } => "etcd_learner_refused",
             EtcdError::NoLeader { .. } => "etcd_no_leader",
@@ -142,6 +149,7 @@ impl EtcdError {
     pub fn endpoint(&self) -> Option<&str> {
         match self {
             EtcdError::Unreachable { endpoint, .. }
+            | EtcdError::Tls { endpoint, .. }
             | EtcdError::Timeout { endpoint, .. }
             | EtcdError::LearnerRefused { endpoint, .. }
             | EtcdError::NoLeader { endpoint }
@@ -165,12 +173,78 @@ impl EtcdError {
         )
     }
 
+    /// The TLS handshake failed: the member and the controller do not trust each other's certificates.
+    pub fn tls_problem(&self) -> Option<TlsProblem> {
+        match self {
+            EtcdError::Tls { problem, .. } => Some(*problem),
+            _ => None,
+        }
+    }
+
     fn cause(&self) -> Option<&str> {
         match self {
             EtcdError::Call { cause, .. } => Some(cause),
             _ => None,
         }
     }
+}
+
+/// Why a TLS handshake with a member failed. Either side refusing the other's certificate is a
+/// configuration fault, not an outage: retrying does not help until a certificate or CA is replaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsProblem {
+    /// The member's serving certificate is not signed by the etcd CA the controller trusts.
+    ServerUntrusted,
+    /// The member's serving certificate expired or is not valid yet.
+    ServerCertExpired,
+    /// The member refused the controller's client certificate: it trusts another CA, or the
+    /// certificate expired.
+    ClientCertRejected,
+}
+
+impl std::fmt::Display for TlsProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TlsProblem::ServerUntrusted => {
+                "the member's serving certificate is not signed by the etcd CA of the cluster's \
+                 <cluster>-etcd Secret"
+            }
+            TlsProblem::ServerCertExpired => {
+                "the member's serving certificate expired or is not valid yet"
+            }
+            TlsProblem::ClientCertRejected => {
+                "the member rejected our client certificate: its trusted CA (--trusted-ca-file) is \
+                 not the CA of the cluster's <cluster>-etcd Secret, or the certificate expired"
+            }
+        })
+    }
+}
+
+/// Tells a certificate refusal apart in a transport error's text. rustls words its own verdict on
+/// the member's certificate as `invalid peer certificate: …`; the member's verdict on ours arrives
+/// as a TLS alert (`received fatal alert: …`).
+pub fn tls_problem(cause: &str) -> Option<TlsProblem> {
+    if let Some((_, verdict)) = cause.split_once("invalid peer certificate") {
+        let expired = ["Expired", "expired", "NotValidYet", "not valid yet"];
+        return Some(if expired.iter().any(|e| verdict.contains(e)) {
+            TlsProblem::ServerCertExpired
+        } else {
+            TlsProblem::ServerUntrusted
+        });
+    }
+    let (_, alert) = cause.split_once("received fatal alert: ")?;
+    const REJECTIONS: [&str; 6] = [
+        "BadCertificate",
+        "UnknownCA",
+        "CertificateExpired",
+        "CertificateUnknown",
+        "CertificateRequired",
+        "AccessDenied",
+    ];
+    REJECTIONS
+        .iter()
+        .any(|r| alert.starts_with(r))
+        .then_some(TlsProblem::ClientCertRejected)
 }
 
 // etcd's refusals, as its gRPC status messages spell them (3.4 and later).
@@ -215,6 +289,7 @@ impl EtcdClients {
             clients: self.clone(),
             fingerprint: cert.fingerprint(),
             cert,
+            routes: Arc::default(),
         }
     }
 
@@ -255,6 +330,9 @@ pub struct WorkloadEtcd {
     clients: EtcdClients,
     cert: Arc<EtcdClientCert>,
     fingerprint: String,
+    /// Where to connect for a member's client URL instead of the URL itself (a port-forward's local
+    /// listener); errors still name the member's URL.
+    routes: Arc<BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for WorkloadEtcd {
@@ -266,6 +344,16 @@ impl std::fmt::Debug for WorkloadEtcd {
 }
 
 impl WorkloadEtcd {
+    /// The same access, connecting to `routes[url]` for each client URL listed there.
+    pub fn routed(mut self, routes: BTreeMap<String, String>) -> Self {
+        self.routes = Arc::new(routes);
+        self
+    }
+
+    fn target<'a>(&'a self, endpoint: &'a str) -> &'a str {
+        self.routes.get(endpoint).map_or(endpoint, String::as_str)
+    }
+
     /// The member list, as seen by the member at `endpoint` (which must be a voting member on etcd 3.4).
     pub async fn member_list(&self, endpoint: &str) -> Result<Vec<Member>, EtcdError> {
         let resp = self
@@ -541,7 +629,8 @@ impl WorkloadEtcd {
     }
 
     async fn client(&self, endpoint: &str) -> Result<Client, EtcdError> {
-        if let Some(client) = self.clients.cached_client(endpoint, &self.fingerprint) {
+        let target = self.target(endpoint);
+        if let Some(client) = self.clients.cached_client(target, &self.fingerprint) {
             return Ok(client);
         }
         let config = self.config();
@@ -554,14 +643,14 @@ impl WorkloadEtcd {
             .with_keep_alive(Duration::from_secs(30), config.dial_timeout)
             .with_tls(tls);
         // Connecting is lazy: this fails only on a malformed endpoint or TLS material.
-        let client = Client::connect([endpoint], Some(options))
+        let client = Client::connect([target], Some(options))
             .await
             .map_err(|e| EtcdError::Client {
                 endpoint: endpoint.to_owned(),
                 cause: error_chain(&e),
             })?;
         self.clients
-            .store(endpoint, &self.fingerprint, client.clone());
+            .store(target, &self.fingerprint, client.clone());
         Ok(client)
     }
 
@@ -588,12 +677,32 @@ impl WorkloadEtcd {
         let client = self.client(endpoint).await?;
         match tokio::time::timeout(timeout, f(client)).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(classify(endpoint, op, e)),
+            Ok(Err(e)) => match classify(endpoint, op, e) {
+                EtcdError::Unreachable { endpoint, cause } => {
+                    Err(self.diagnose(endpoint, cause).await)
+                }
+                other => Err(other),
+            },
             Err(_) => Err(EtcdError::Timeout {
                 endpoint: endpoint.to_owned(),
                 op,
                 after: timeout,
             }),
+        }
+    }
+
+    /// Looks closer at a connection failure. With TLS 1.3 a member verifies the client certificate
+    /// after the handshake and its refusal only reaches the gRPC client as a closed stream; a TLS
+    /// handshake of our own, which reads the member's first answer, shows the alert.
+    async fn diagnose(&self, endpoint: String, cause: String) -> EtcdError {
+        let target = self.target(&endpoint).to_owned();
+        match probe_tls(&target, &self.cert, self.config().dial_timeout).await {
+            Some((problem, seen)) => EtcdError::Tls {
+                endpoint,
+                problem,
+                cause: format!("{seen}; the gRPC client saw: {cause}"),
+            },
+            None => EtcdError::Unreachable { endpoint, cause },
         }
     }
 
@@ -632,6 +741,59 @@ impl WorkloadEtcd {
             pause = (pause * 2).min(RETRY_MAX_PAUSE);
         }
     }
+}
+
+/// Connects to `endpoint` (`https://host:port`) with `cert`, completes a TLS handshake, sends the
+/// HTTP/2 preface and reads the member's first bytes: a certificate refusal on either side shows up as
+/// a TLS error here. `None` when the connection works, or fails for another reason (e.g. refused).
+async fn probe_tls(
+    endpoint: &str,
+    cert: &EtcdClientCert,
+    timeout: Duration,
+) -> Option<(TlsProblem, String)> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::AsyncReadExt;
+    let authority = endpoint.strip_prefix("https://")?.split('/').next()?;
+    let (host, _) = authority.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(cert.ca_pem.as_bytes()) {
+        roots.add(ca.ok()?).ok()?;
+    }
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .ok()?;
+    let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).ok()?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .ok()?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = ServerName::try_from(host.to_owned()).ok()?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let probe = async {
+        let tcp = tokio::net::TcpStream::connect(authority).await.ok()?;
+        let mut tls = match connector.connect(name, tcp).await {
+            Ok(tls) => tls,
+            Err(e) => return tls_problem(&e.to_string()).map(|p| (p, e.to_string())),
+        };
+        // The client preface and an empty SETTINGS frame: a member that accepts us answers with its own.
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+        if let Err(e) = tls.write_all(preface).await {
+            return tls_problem(&e.to_string()).map(|p| (p, e.to_string()));
+        }
+        let mut first = [0u8; 1];
+        match tls.read(&mut first).await {
+            Err(e) => tls_problem(&e.to_string()).map(|p| (p, e.to_string())),
+            Ok(_) => None,
+        }
+    };
+    tokio::time::timeout(timeout, probe).await.ok().flatten()
 }
 
 const RETRY_FIRST_PAUSE: Duration = Duration::from_millis(100);
@@ -684,10 +846,7 @@ fn classify(endpoint: &str, op: &'static str, e: etcd_client::Error) -> EtcdErro
             let from_etcd = message.starts_with("etcdserver:");
             if !from_etcd && (status.code() == tonic::Code::Unavailable || from_transport(&status))
             {
-                EtcdError::Unreachable {
-                    endpoint,
-                    cause: status_cause(&status),
-                }
+                unreachable(endpoint, status_cause(&status))
             } else if message.contains(LEARNER_REFUSES) {
                 EtcdError::LearnerRefused { endpoint, op }
             } else if message.ends_with(NOT_LEADER) {
@@ -706,14 +865,8 @@ fn classify(endpoint: &str, op: &'static str, e: etcd_client::Error) -> EtcdErro
                 }
             }
         }
-        etcd_client::Error::TransportError(e) => EtcdError::Unreachable {
-            endpoint,
-            cause: error_chain(&e),
-        },
-        etcd_client::Error::IoError(e) => EtcdError::Unreachable {
-            endpoint,
-            cause: error_chain(&e),
-        },
+        etcd_client::Error::TransportError(e) => unreachable(endpoint, error_chain(&e)),
+        etcd_client::Error::IoError(e) => unreachable(endpoint, error_chain(&e)),
         etcd_client::Error::InvalidUri(e) => EtcdError::Client {
             endpoint,
             cause: error_chain(&e),
@@ -723,6 +876,18 @@ fn classify(endpoint: &str, op: &'static str, e: etcd_client::Error) -> EtcdErro
             op,
             cause: error_chain(&other),
         },
+    }
+}
+
+/// A connection failure: a certificate refusal when the text says so, otherwise an unreachable member.
+fn unreachable(endpoint: String, cause: String) -> EtcdError {
+    match tls_problem(&cause) {
+        Some(problem) => EtcdError::Tls {
+            endpoint,
+            problem,
+            cause,
+        },
+        None => EtcdError::Unreachable { endpoint, cause },
     }
 }
 
@@ -802,6 +967,62 @@ mod tests {
         assert_eq!(agreed_leader(&none), None);
         let tie = BTreeMap::from([(1, Ok(status(1, 7))), (2, Ok(status(2, 3)))]);
         assert_eq!(agreed_leader(&tie), Some(3));
+    }
+
+    #[test]
+    fn certificate_refusals_are_told_apart_from_outages() {
+        let cases = [
+            (
+                "transport error: invalid peer certificate: UnknownIssuer",
+                Some(TlsProblem::ServerUntrusted),
+            ),
+            (
+                "tcp connect error: invalid peer certificate: BadSignature",
+                Some(TlsProblem::ServerUntrusted),
+            ),
+            (
+                "transport error: invalid peer certificate: certificate expired: verification time 1, \
+                 but certificate is not valid after 0",
+                Some(TlsProblem::ServerCertExpired),
+            ),
+            (
+                "invalid peer certificate: Expired",
+                Some(TlsProblem::ServerCertExpired),
+            ),
+            (
+                "h2 protocol error: received fatal alert: BadCertificate",
+                Some(TlsProblem::ClientCertRejected),
+            ),
+            (
+                "received fatal alert: CertificateExpired",
+                Some(TlsProblem::ClientCertRejected),
+            ),
+            (
+                "received fatal alert: UnknownCA",
+                Some(TlsProblem::ClientCertRejected),
+            ),
+            ("received fatal alert: ProtocolVersion", None),
+            ("tcp connect error: Connection refused (os error 111)", None),
+            ("", None),
+        ];
+        for (cause, expected) in cases {
+            assert_eq!(tls_problem(cause), expected, "{cause}");
+        }
+        let e = unreachable(
+            "https://10.0.0.1:2379".into(),
+            "received fatal alert: BadCertificate".into(),
+        );
+        assert_eq!(e.tls_problem(), Some(TlsProblem::ClientCertRejected));
+        assert!(!e.is_unreachable());
+        assert_eq!(e.metric_label(), "etcd_tls");
+        let text = e.to_string();
+        assert!(
+            text.contains("https://10.0.0.1:2379")
+                && text.contains("rejected our client certificate"),
+            "{text}"
+        );
+        let e = unreachable("https://10.0.0.1:2379".into(), "connection refused".into());
+        assert!(e.is_unreachable() && e.tls_problem().is_none());
     }
 
     #[test]

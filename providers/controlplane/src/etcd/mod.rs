@@ -7,11 +7,13 @@
 //! [`tls`], signed by the cluster's etcd CA.
 
 pub mod client;
+pub mod port_forward;
 pub mod tls;
 
 use std::collections::BTreeMap;
 
-pub use client::{EtcdClientConfig, EtcdClients, EtcdError, WorkloadEtcd};
+pub use client::{EtcdClientConfig, EtcdClients, EtcdError, TlsProblem, WorkloadEtcd, tls_problem};
+pub use port_forward::{EtcdAccess, PortForwards};
 pub use tls::{EtcdClientCert, EtcdTlsError, issue_client_cert};
 
 /// One entry of etcd's member list. A member that was added but never started has an empty `name` and no

@@ -25,6 +25,14 @@ pub enum EtcdTlsError {
     Ca { secret: String, reason: String },
     #[error("cannot issue the etcd client certificate for cluster {cluster}: {reason}")]
     Issue { cluster: String, reason: String },
+    #[error(
+        "the etcd CA in secret {secret} expired at {expired}: etcd refuses every certificate it signed; \
+         renew the CA (and the members' certificates) before the control plane can reach etcd again"
+    )]
+    CaExpired {
+        secret: String,
+        expired: OffsetDateTime,
+    },
 }
 
 impl EtcdTlsError {
@@ -33,6 +41,7 @@ impl EtcdTlsError {
         match self {
             EtcdTlsError::Ca { .. } => "etcd_ca_invalid",
             EtcdTlsError::Issue { .. } => "etcd_client_cert_issue",
+            EtcdTlsError::CaExpired { .. } => "etcd_ca_expired",
         }
     }
 }
@@ -60,6 +69,12 @@ impl EtcdClientCert {
     /// Whether the certificate must be replaced at `now`.
     pub fn needs_renewal(&self, now: OffsetDateTime) -> bool {
         self.not_after - now < RENEW_BEFORE
+    }
+
+    /// Whether this cached certificate may still be used at `now` for a cluster whose etcd CA is
+    /// `ca_pem`: not expired nor close to it, and issued by that very CA (a rotated CA needs a new one).
+    pub fn reusable(&self, ca_pem: &str, now: OffsetDateTime) -> bool {
+        !self.needs_renewal(now) && self.ca_pem == ca_pem
     }
 
     /// SHA-256 (hex) over the CA and the certificate: clients built from other material are not reused.
@@ -90,6 +105,13 @@ pub fn issue_client_cert(
         cluster: cluster.to_owned(),
         reason: e.to_string(),
     };
+    let ca_not_after = ca_expiry(&etcd_ca.cert).map_err(ca_error)?;
+    if ca_not_after <= now {
+        return Err(EtcdTlsError::CaExpired {
+            secret: format!("{cluster}-etcd"),
+            expired: ca_not_after,
+        });
+    }
     let ca_key = signing_key(&etcd_ca.key).map_err(ca_error)?;
     let issuer = Issuer::from_ca_cert_pem(&etcd_ca.cert, ca_key)
         .map_err(|e| ca_error(format!("tls.crt: {e}")))?;
@@ -103,7 +125,8 @@ pub fn issue_client_cert(
         KeyUsagePurpose::KeyEncipherment,
     ];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let not_after = now + CLIENT_CERT_VALIDITY;
+    // Never past the CA: a chain with an expired CA fails verification.
+    let not_after = (now + CLIENT_CERT_VALIDITY).min(ca_not_after);
     params.not_before = now - CLOCK_SKEW;
     params.not_after = not_after;
     let cert = params.signed_by(&key, &issuer).map_err(issue_error)?;
@@ -114,6 +137,16 @@ pub fn issue_client_cert(
         // X.509 keeps whole seconds; report what the certificate says.
         not_after: not_after.replace_nanosecond(0).unwrap_or(not_after),
     })
+}
+
+/// When the CA certificate (PEM) expires.
+fn ca_expiry(cert_pem: &str) -> Result<OffsetDateTime, String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+        .map_err(|e| format!("tls.crt is not PEM: {e}"))?;
+    let (_, cert) = X509Certificate::from_der(&pem.contents)
+        .map_err(|e| format!("tls.crt is not an X.509 certificate: {e}"))?;
+    Ok(cert.validity().not_after.to_datetime())
 }
 
 #[cfg(test)]
@@ -181,6 +214,61 @@ mod tests {
         assert!(!cert.needs_renewal(now));
         assert!(!cert.needs_renewal(now + Duration::hours(22)));
         assert!(cert.needs_renewal(now + Duration::hours(23) + Duration::seconds(1)));
+    }
+
+    #[test]
+    fn a_cached_certificate_is_replaced_when_expired_near_expiry_or_from_another_ca() {
+        let ca = etcd_ca();
+        let issued = OffsetDateTime::now_utc() - Duration::days(2);
+        let expired = issue_client_cert("prod", &ca, issued).unwrap();
+        assert!(!expired.reusable(&ca.cert, OffsetDateTime::now_utc()));
+        assert!(expired.reusable(&ca.cert, issued + Duration::hours(1)));
+        assert!(!expired.reusable(
+            &ca.cert,
+            issued + Duration::hours(23) + Duration::minutes(1)
+        ));
+        assert!(!expired.reusable(&etcd_ca().cert, issued + Duration::hours(1)));
+    }
+
+    #[test]
+    fn an_expired_etcd_ca_is_refused_and_a_short_lived_one_bounds_the_client_cert() {
+        let key = openssl(
+            &["ecparam", "-name", "prime256v1", "-genkey", "-noout"],
+            b"",
+        );
+        let key = openssl(&["pkcs8", "-topk8", "-nocrypt"], key.as_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        let key_path = dir.path().join("ca.key");
+        std::fs::write(&key_path, &key).unwrap();
+        let cert = openssl(
+            &[
+                "req",
+                "-x509",
+                "-new",
+                "-key",
+                key_path.to_str().unwrap(),
+                "-subj",
+                "/CN=etcd-ca",
+                "-days",
+                "1",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+            ],
+            b"",
+        );
+        let ca = CertPem { cert, key };
+        let now = OffsetDateTime::now_utc();
+        let client = issue_client_cert("prod", &ca, now + Duration::hours(12)).unwrap();
+        assert!(client.not_after <= now + Duration::days(1) + Duration::minutes(1));
+        let err = issue_client_cert("prod", &ca, now + Duration::days(2)).unwrap_err();
+        assert_eq!(err.metric_label(), "etcd_ca_expired");
+        let text = err.to_string();
+        assert!(
+            text.contains("prod-etcd") && text.contains("expired"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -67,6 +67,18 @@ pub async fn setup_with(
     start_controller: bool,
     stacked_etcd: bool,
 ) -> Env {
+    let etcd_args = stacked_etcd.then(Vec::new);
+    setup_etcd(replicas, template, start_controller, etcd_args).await
+}
+
+/// Like [`setup_with`]; with `etcd_args` (e.g. a small `--quota-backend-bytes`) etcd is stacked and every
+/// member runs with these extra flags.
+pub async fn setup_etcd(
+    replicas: i32,
+    template: &str,
+    start_controller: bool,
+    etcd_args: Option<Vec<String>>,
+) -> Env {
     let plane = ManagementPlane::start()
         .await
         .expect("management plane starts");
@@ -74,7 +86,7 @@ pub async fn setup_with(
     crds.extend(kubeadm_api::crd::core_crds());
     crds.extend(sim_infrastructure_crds());
     plane.install_crds(&crds).await.unwrap();
-    setup_on(plane, replicas, template, start_controller, stacked_etcd).await
+    setup_on(plane, replicas, template, start_controller, etcd_args).await
 }
 
 /// The CRDs of the simulated infrastructure provider's machine kinds.
@@ -87,15 +99,16 @@ pub fn sim_infrastructure_crds() -> Vec<CustomResourceDefinition> {
     serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap()
 }
 
-/// Like [`setup_with`] on a running management plane whose CRDs (ours, the core subset, the
+/// Like [`setup_etcd`] on a running management plane whose CRDs (ours, the core subset, the
 /// simulated infrastructure) are installed.
 pub async fn setup_on(
     plane: ManagementPlane,
     replicas: i32,
     template: &str,
     start_controller: bool,
-    stacked_etcd: bool,
+    etcd_args: Option<Vec<String>>,
 ) -> Env {
+    let stacked_etcd = etcd_args.is_some();
     let client = plane.client().await.unwrap();
 
     // The workload cluster is this apiserver: its CA becomes the cluster CA.
@@ -148,6 +161,7 @@ pub async fn setup_on(
         Some(EtcdSim {
             dir: plane.dir().join("workload-etcd"),
             ca: (ca.cert_pem().to_owned(), ca.key_pem().to_owned()),
+            extra_args: etcd_args.unwrap_or_default(),
         })
     } else {
         None
@@ -240,7 +254,13 @@ pub fn start(client: &kube::Client) -> tokio::task::JoinHandle<()> {
     )
 }
 
+/// Starts the controller. The test apiserver has no kubelet to port-forward to, so etcd is always reached
+/// directly at the client URLs of the simulated members.
 pub fn start_with(client: &kube::Client, settings: Settings) -> tokio::task::JoinHandle<()> {
+    let settings = Settings {
+        etcd_access: kubeadm_controlplane::etcd::EtcdAccess::Direct,
+        ..settings
+    };
     let (_trigger, shutdown) = Shutdown::channel();
     let client = client.clone();
     tokio::spawn(async move {

@@ -358,6 +358,44 @@ fn status2() -> impl Strategy<Value = v2::KubeadmControlPlaneStatus> {
             },
         ))
     .prop_map(|v1beta1| v2::KubeadmControlPlaneDeprecatedStatus { v1beta1 }));
+    let etcd = opt((
+        opt((
+            time(),
+            few(word()),
+            opt(0..1_000_000i64),
+            opt(0..1_000_000i64),
+        )
+            .prop_map(
+                |(time, members, before, after)| v2::EtcdDefragmentationStatus {
+                    time,
+                    members,
+                    db_size_before: before,
+                    db_size_after: after,
+                },
+            )),
+        opt((
+            time(),
+            word(),
+            opt(0..1_000_000i64),
+            opt(1..1000i64),
+            opt(word()),
+        )
+            .prop_map(
+                |(time, location, size, revision, member)| v2::EtcdSnapshotStatus {
+                    time,
+                    location,
+                    size,
+                    revision,
+                    member,
+                },
+            )),
+    )
+        .prop_map(
+            |(last_defragmentation, last_snapshot)| v2::KubeadmControlPlaneEtcdStatus {
+                last_defragmentation,
+                last_snapshot,
+            },
+        ));
     let first = (
         few(condition()),
         opt(opt(any::<bool>()).prop_map(|initialized| {
@@ -377,12 +415,13 @@ fn status2() -> impl Strategy<Value = v2::KubeadmControlPlaneStatus> {
         opt(1..10i64),
         opt(remediation),
         deprecated,
+        etcd,
     );
     (first, second)
         .prop_map(
             |(
                 (conditions, initialization, selector, replicas, ready, available),
-                (up_to_date, versions, version, generation, last, deprecated),
+                (up_to_date, versions, version, generation, last, deprecated, etcd),
             )| v2::KubeadmControlPlaneStatus {
                 conditions,
                 initialization,
@@ -395,6 +434,7 @@ fn status2() -> impl Strategy<Value = v2::KubeadmControlPlaneStatus> {
                 version,
                 observed_generation: generation,
                 last_remediation: last,
+                etcd,
                 deprecated,
             },
         )

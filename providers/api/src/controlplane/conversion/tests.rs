@@ -373,6 +373,43 @@ fn hub_only_status_fields_survive_in_v1beta1() {
 }
 
 #[test]
+fn etcd_maintenance_status_survives_in_v1beta1() {
+    let mut hub = hub_control_plane();
+    let status: v2::KubeadmControlPlaneStatus = serde_json::from_value(json!({
+        "replicas": 3,
+        "etcd": {
+            "lastDefragmentation": {
+                "time": "2026-11-30T02:30:41Z",
+                "members": ["node-b", "node-c", "node-a"],
+                "dbSizeBefore": 30_000_000,
+                "dbSizeAfter": 300_000,
+            },
+            "lastSnapshot": {
+                "time": "2026-11-30T03:00:02Z",
+                "location": "secret/prod-etcd-snapshot-20261130t030002z",
+                "size": 2_101_248,
+                "revision": 4711,
+                "member": "node-b",
+            },
+        },
+    }))
+    .unwrap();
+    hub.status = Some(status);
+    let spoke: v1::KubeadmControlPlane = from_hub_with(hub.clone(), &lookup_v1beta1).unwrap();
+    let data: Value =
+        serde_json::from_str(annotation(&spoke.metadata, CONVERSION_DATA_ANNOTATION).unwrap())
+            .unwrap();
+    assert_eq!(
+        data["status"]["etcd"]["lastSnapshot"]["revision"],
+        json!(4711)
+    );
+    assert_eq!(
+        crate::conversion::to_hub_with(spoke, &lookup_v1beta1).unwrap(),
+        hub
+    );
+}
+
+#[test]
 fn template_without_spec_stays_without_spec() {
     let template: v2::KubeadmControlPlaneTemplate = serde_json::from_value(json!({
         "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
