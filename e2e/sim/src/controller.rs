@@ -392,6 +392,14 @@ impl Controller {
             let Some(sc) = self.api::<SimCluster>(&ns).get_opt(&infra.name).await? else {
                 continue;
             };
+            // The Cluster owns its infrastructure and control plane, as core Cluster API records it.
+            let owner = owner_ref(&cluster, "Cluster");
+            self.ensure_owner(&ns, crate::api::GROUP, "SimCluster", &infra.name, &owner)
+                .await?;
+            if let Some(cp) = &cluster.spec.control_plane_ref {
+                self.ensure_owner(&ns, &cp.api_group, &cp.kind, &cp.name, &owner)
+                    .await?;
+            }
             let api = self.dynamic(&ns, "cluster.x-k8s.io", "Cluster");
             let endpoint = sc
                 .spec
@@ -473,6 +481,38 @@ impl Controller {
             }
         }
         Ok(())
+    }
+
+    /// Adds `owner` to the object's owner references unless an owner with that UID is there.
+    async fn ensure_owner(
+        &self,
+        ns: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+        owner: &Value,
+    ) -> Result<(), kube::Error> {
+        let api = self.dynamic(ns, group, kind);
+        let Some(obj) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let uid = owner["uid"].as_str().unwrap_or_default();
+        if obj.owner_references().iter().any(|o| o.uid == uid) {
+            return Ok(());
+        }
+        let mut owners: Vec<Value> = obj
+            .owner_references()
+            .iter()
+            .map(|o| serde_json::to_value(o).expect("serializes"))
+            .collect();
+        let mut owner = owner.clone();
+        // Only one controller owner is allowed; the Cluster owns without controlling.
+        owner["controller"] = json!(false);
+        owners.push(owner);
+        let patch = json!({ "metadata": { "ownerReferences": owners } });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
     }
 
     // ----------------------------------------------------------------------------------------
@@ -838,6 +878,15 @@ impl Controller {
             return self.delete_machine(machine, &cluster_key).await;
         }
         add_finalizer(&machine_api, &name, machine.finalizers(), MACHINE_FINALIZER).await?;
+        // The Machine owns its bootstrap config and infrastructure machine, which is how the bootstrap
+        // provider finds the Machine of a config.
+        let owner = owner_ref(machine, "Machine");
+        if let Some(r) = &machine.spec.bootstrap.config_ref {
+            self.ensure_owner(&ns, &r.api_group, &r.kind, &r.name, &owner)
+                .await?;
+        }
+        self.ensure_owner(&ns, &infra.api_group, &infra.kind, &infra.name, &owner)
+            .await?;
 
         // Bootstrap data: copied from the bootstrap config's status, as core Cluster API does.
         let mut data_secret = machine.spec.bootstrap.data_secret_name.clone();

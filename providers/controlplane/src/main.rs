@@ -46,6 +46,16 @@ struct RunArgs {
     /// Snapshots kept per cluster; older ones are deleted.
     #[arg(long, default_value_t = 7)]
     etcd_snapshots_keep: usize,
+    /// A learner still not promoted after this long is removed, e.g. 10m.
+    #[arg(long, default_value = "10m", value_parser = kubeadm_runtime::duration::parse_duration)]
+    etcd_learner_timeout: std::time::Duration,
+    /// A member added but never started is removed after this long, e.g. 5m.
+    #[arg(long, default_value = "5m", value_parser = kubeadm_runtime::duration::parse_duration)]
+    etcd_unstarted_grace: std::time::Duration,
+}
+
+fn signed(d: std::time::Duration) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or(k8s_openapi::jiff::SignedDuration::MAX)
 }
 
 #[tokio::main]
@@ -56,12 +66,16 @@ async fn main() -> ExitCode {
                 manager: args,
                 etcd_snapshot_dir,
                 etcd_snapshots_keep,
+                etcd_learner_timeout,
+                etcd_unstarted_grace,
             } = *run;
             let settings = controller::Settings {
                 namespace: args.namespace.clone(),
                 watch_filter: args.watch_filter.clone(),
                 snapshot_dir: etcd_snapshot_dir,
                 snapshots_keep: etcd_snapshots_keep,
+                learner_timeout: signed(etcd_learner_timeout),
+                unstarted_grace: signed(etcd_unstarted_grace),
                 ..controller::Settings::default()
             };
             let namespace = args.namespace.clone();

@@ -1,0 +1,252 @@
+//! End-to-end scenarios on simulated infrastructure: the management plane, both managers as processes
+//! with their webhooks, and machines that boot real etcd members and kube-apiservers from the bootstrap
+//! data the providers render. The cluster comes from `templates/cluster-template-sim.yaml`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use e2e_tests::Env;
+use e2e_tests::env::{NS, wait_gone};
+use e2e_tests::etcd_watch::EtcdWatch;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::cluster::v1beta2::MachineDeployment;
+
+/// Bound on one scaling step: each join takes an etcd learner, its promotion and an apiserver start.
+/// `E2E_STEP_TIMEOUT` (seconds) stretches or shortens it.
+fn step_timeout() -> Duration {
+    std::env::var("E2E_STEP_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(300))
+}
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+fn vars(cluster: &str, control_planes: u32, workers: u32) -> BTreeMap<&'static str, String> {
+    [
+        ("CLUSTER_NAME", cluster.to_owned()),
+        ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
+        ("WORKER_MACHINE_COUNT", workers.to_string()),
+    ]
+    .into()
+}
+
+async fn control_plane_machine_names(env: &Env, cluster: &str) -> Vec<String> {
+    env.machines(cluster)
+        .await
+        .into_iter()
+        .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+        .map(|m| m.name_any())
+        .collect()
+}
+
+/// Every sample kept a majority of voters answering and had at most one learner.
+fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
+    let samples = watch.samples();
+    assert!(!samples.is_empty(), "{what}: etcd was never sampled");
+    for s in &samples {
+        assert!(
+            s.has_quorum(),
+            "{what}: at {:?} only {} of {} voters answered: {:?}",
+            s.at,
+            s.healthy_voters,
+            s.voters(),
+            s.members
+        );
+        assert!(
+            s.learners() <= 1,
+            "{what}: at {:?} more than one learner: {:?}",
+            s.at,
+            s.members
+        );
+    }
+    assert!(
+        watch.longest_blind() < Duration::from_secs(10),
+        "{what}: no member answered for {:?}",
+        watch.longest_blind()
+    );
+    samples.len()
+}
+
+async fn membership_events(env: &Env, action: &str) -> usize {
+    Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("EtcdMembershipChanged")
+                && e.action.as_deref() == Some(action)
+        })
+        .count()
+}
+
+async fn stop_and_check_nothing_is_left(mut env: Env, mut pids: BTreeSet<u32>) {
+    pids.extend(env.pids());
+    drop(env);
+    let pids: Vec<u32> = pids.into_iter().collect();
+    let alive = wait_gone(&pids, Duration::from_secs(30)).await;
+    assert!(
+        alive.is_empty(),
+        "processes still running after the scenario: {alive:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time() {
+    let started = Instant::now();
+    let cluster = "scale";
+    let kcp = "scale-control-plane";
+    let mut env = Env::start(&[]).await;
+    env.apply_template(&vars(cluster, 1, 1)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    let mut pids = BTreeSet::new();
+    let mut joined_as_learner: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for (replicas, what) in [(1, "create 1"), (3, "1 → 3"), (5, "3 → 5"), (3, "5 → 3")] {
+        let step = Instant::now();
+        if what != "create 1" {
+            env.scale_control_plane(kcp, replicas).await;
+        }
+        env.wait_control_plane(kcp, replicas, step_timeout(), what)
+            .await;
+        let names = control_plane_machine_names(&env, cluster).await;
+        watch
+            .wait_voters(names, Duration::from_secs(60), what)
+            .await;
+        for node in env.sim.nodes().into_iter().filter(|n| n.control_plane) {
+            joined_as_learner.insert(node.machine, node.joined_as_learner);
+        }
+        pids.extend(env.pids());
+        println!("{what}: {:.1?}", step.elapsed());
+    }
+    let samples = assert_membership_was_safe(&watch, "1 → 3 → 5 → 3");
+    let learners = joined_as_learner.values().filter(|id| id.is_some()).count();
+    assert_eq!(
+        joined_as_learner.len(),
+        5,
+        "five control-plane nodes ran: {joined_as_learner:?}"
+    );
+    assert_eq!(
+        learners, 4,
+        "every join but the first node's came in as a learner: {joined_as_learner:?}"
+    );
+    assert_eq!(
+        membership_events(&env, "RemoveMember").await,
+        2,
+        "5 → 3 removed two members"
+    );
+
+    // The worker joined through the control-plane endpoint.
+    let md = Api::<MachineDeployment>::namespaced(env.client.clone(), NS)
+        .get("scale-md-0")
+        .await
+        .unwrap();
+    let ready = md.status.as_ref().and_then(|s| s.ready_replicas);
+    assert_eq!(ready, Some(1), "worker status: {:?}", md.status);
+
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario 1 → 3 → 5 → 3: {:.1?} wall time, {samples} membership samples",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_learner_that_never_starts_is_removed_and_its_machine_replaced() {
+    let started = Instant::now();
+    let cluster = "faulty";
+    let kcp = "faulty-control-plane";
+    let mut env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
+    env.apply_template(&vars(cluster, 1, 0)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 1, step_timeout(), "create 1")
+        .await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    // The next control-plane join adds its learner, then its etcd never starts.
+    let sim_clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        NS,
+        &kube::api::ApiResource::erase::<sim::api::SimCluster>(&()),
+    );
+    let arm = serde_json::json!({ "metadata": { "annotations": { sim::faults::NEXT_JOIN_FAULT_ANNOTATION: "etcd-never-starts" } } });
+    sim_clusters
+        .patch(cluster, &PatchParams::default(), &Patch::Merge(&arm))
+        .await
+        .unwrap();
+    env.scale_control_plane(kcp, 3).await;
+
+    // Standing in for remediation (not part of this provider yet): a Machine the control plane marks
+    // for remediation is deleted, and the control plane replaces it.
+    let machines =
+        Api::<kubeadm_api::cluster::v1beta2::Machine>::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + step_timeout();
+    let mut remediated = Vec::new();
+    while remediated.is_empty() {
+        for m in env.machines(cluster).await {
+            if m.annotations()
+                .contains_key("cluster.x-k8s.io/remediate-machine")
+                && m.meta().deletion_timestamp.is_none()
+            {
+                machines
+                    .delete(&m.name_any(), &DeleteParams::default())
+                    .await
+                    .unwrap();
+                remediated.push(m.name_any());
+            }
+        }
+        pids.extend(env.pids());
+        assert!(
+            Instant::now() < deadline,
+            "no machine was marked for remediation; samples: {:?}",
+            watch.last()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let unstarted_seen = watch.samples().iter().any(|s| {
+        s.members
+            .iter()
+            .any(|(name, learner)| *learner && name.is_empty())
+    });
+    assert!(
+        unstarted_seen,
+        "the learner that never started was never seen in the member list"
+    );
+
+    env.wait_control_plane(kcp, 3, step_timeout(), "replaced")
+        .await;
+    let names = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        remediated.iter().all(|r| !names.contains(r)),
+        "{remediated:?} still among {names:?}"
+    );
+    watch
+        .wait_voters(names, Duration::from_secs(60), "replaced")
+        .await;
+    pids.extend(env.pids());
+    let samples = assert_membership_was_safe(&watch, "faulty joiner");
+    assert_eq!(membership_events(&env, "RemoveUnstartedMember").await, 1);
+
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario faulty joiner: {:.1?} wall time, {samples} membership samples, remediated {remediated:?}",
+        started.elapsed()
+    );
+}
