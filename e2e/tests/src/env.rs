@@ -32,7 +32,7 @@ pub struct Env {
 }
 
 /// A manager binary next to the test binary (`target/debug`), or from `$VAR`.
-fn manager_binary(name: &str, var: &str) -> PathBuf {
+pub fn manager_binary(name: &str, var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(var) {
         return PathBuf::from(path);
     }

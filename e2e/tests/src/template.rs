@@ -28,7 +28,8 @@ pub fn render(text: &str, vars: &BTreeMap<&str, String>) -> Result<String, Strin
         match (vars.get(name), default) {
             (Some(value), _) => out.push_str(value),
             (None, Some(default)) => out.push_str(default),
-            (None, None) => missing.push(name.to_owned()),
+            (None, None) if !missing.iter().any(|m| m == name) => missing.push(name.to_owned()),
+            (None, None) => {}
         }
         rest = &after[end + 1..];
     }
@@ -52,7 +53,7 @@ mod tests {
             "demo-cp-genc01 x y"
         );
         assert_eq!(
-            render("${NOPE} ${ALSO}", &vars).unwrap_err(),
+            render("${NOPE} ${ALSO} ${NOPE}", &vars).unwrap_err(),
             "variables without value: NOPE, ALSO"
         );
     }
