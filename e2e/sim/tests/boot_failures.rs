@@ -63,7 +63,7 @@ async fn wait_failure(client: &kube::Client, name: &str) -> (String, String) {
             .get(name)
             .await
             .unwrap();
-        let phase = machine.status.as_ref().and_then(|s| s.phase.clone());
+        let phase = machine.status.as_ref().and_then(|s| s.phase);
         if let Some(status) = sim.status
             && let (Some(reason), Some(message)) = (status.failure_reason, status.failure_message)
             && format!("{phase:?}") == "Some(Failed)"
