@@ -250,3 +250,110 @@ async fn a_learner_that_never_starts_is_removed_and_its_machine_replaced() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time() {
+    let started = Instant::now();
+    let cluster = "roll";
+    let kcp = "roll-control-plane";
+    let generation_label = "controlplane.cluster.x-k8s.io/machine-generation";
+    let mut env = Env::start(&[]).await;
+    env.apply_template(&vars(cluster, 3, 1)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
+        .await;
+    let first = control_plane_machine_names(&env, cluster).await;
+    watch
+        .wait_voters(first.clone(), Duration::from_secs(60), "create 3")
+        .await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+    println!("create 3 + 1 worker: {:.1?}", started.elapsed());
+
+    // Re-applying the template with bumped counters is the whole user action, as with SCS.
+    let roll = Instant::now();
+    let mut bumped = vars(cluster, 3, 1);
+    bumped.insert("CONTROL_PLANE_MACHINE_GEN", "genc02".into());
+    bumped.insert("WORKER_MACHINE_GEN", "genw02".into());
+    env.apply_template(&bumped).await;
+    let deadline = Instant::now() + step_timeout() * 2;
+    loop {
+        let machines = env.machines(cluster).await;
+        let control_planes: Vec<_> = machines
+            .iter()
+            .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .collect();
+        let rolled = control_planes.len() == 3
+            && control_planes.iter().all(|m| {
+                m.labels().get(generation_label).map(String::as_str) == Some("genc02")
+                    && m.status.as_ref().is_some_and(|s| s.node_ref.is_some())
+                    && m.meta().deletion_timestamp.is_none()
+            });
+        let md = Api::<MachineDeployment>::namespaced(env.client.clone(), NS)
+            .get("roll-md-0")
+            .await
+            .unwrap();
+        let workers: Vec<_> = machines
+            .iter()
+            .filter(|m| !m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .collect();
+        let workers_rolled = workers.len() == 1
+            && workers[0].meta().deletion_timestamp.is_none()
+            && workers[0]
+                .status
+                .as_ref()
+                .is_some_and(|s| s.node_ref.is_some())
+            && md.status.as_ref().and_then(|s| s.up_to_date_replicas) == Some(1)
+            && md.status.as_ref().and_then(|s| s.replicas) == Some(1);
+        pids.extend(env.pids());
+        if rolled && workers_rolled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rollout did not finish: {:?}\n{}",
+            machines
+                .iter()
+                .map(|m| (
+                    m.name_any(),
+                    m.labels().get(generation_label).cloned(),
+                    m.meta().deletion_timestamp.is_some()
+                ))
+                .collect::<Vec<_>>(),
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_control_plane(kcp, 3, step_timeout(), "rolled")
+        .await;
+    let rolled = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        rolled.iter().all(|m| !first.contains(m)),
+        "{first:?} → {rolled:?}"
+    );
+    watch
+        .wait_voters(rolled, Duration::from_secs(60), "rolled")
+        .await;
+    println!(
+        "rollout genc01 → genc02, genw01 → genw02: {:.1?}",
+        roll.elapsed()
+    );
+    let samples = assert_membership_was_safe(&watch, "generation rollout");
+    assert_eq!(
+        membership_events(&env, "RemoveMember").await,
+        3,
+        "each old member removed before its machine"
+    );
+
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario generation rollout: {:.1?} wall time, {samples} membership samples",
+        started.elapsed()
+    );
+}
