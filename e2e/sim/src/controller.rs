@@ -142,6 +142,15 @@ impl SimView {
             })
             .collect()
     }
+
+    /// Faults applied to booting machines so far, in order: (namespace, machine, fault).
+    pub fn applied_faults(&self) -> Vec<(String, String, Fault)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .applied_faults
+            .clone()
+    }
 }
 
 type Key = (String, String);
@@ -153,6 +162,8 @@ struct State {
     clusters: HashMap<Key, ClusterRuntime>,
     /// By (namespace, Machine name).
     machines: HashMap<Key, MachineRuntime>,
+    /// Faults applied to booting machines, in order: (namespace, machine, fault).
+    applied_faults: Vec<(String, String, Fault)>,
 }
 
 struct ClusterRuntime {
@@ -1007,6 +1018,11 @@ impl Controller {
             }
         }
         let ip = self.lock().addresses.next();
+        if let Some(fault) = fault {
+            self.lock()
+                .applied_faults
+                .push((ns.clone(), name.clone(), fault));
+        }
         let request = BootRequest {
             machine: name.clone(),
             namespace: ns.clone(),

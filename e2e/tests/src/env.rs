@@ -26,6 +26,7 @@ pub struct Env {
     // Field order is drop order: nodes first, then the managers, then the management plane.
     pub sim: Sim,
     managers: Vec<ManagerProcess>,
+    manager_pids: Vec<u32>,
     pub plane: ManagementPlane,
     pub client: kube::Client,
     pub started: Instant,
@@ -113,9 +114,11 @@ impl Env {
             },
         );
         println!("environment up in {:.1?}", started.elapsed());
+        let manager_pids = managers.iter_mut().map(|m| m.process().pid()).collect();
         Env {
             sim,
             managers,
+            manager_pids,
             plane,
             client,
             started,
@@ -123,9 +126,9 @@ impl Env {
     }
 
     /// PIDs of every process this environment started that runs now.
-    pub fn pids(&mut self) -> Vec<u32> {
+    pub fn pids(&self) -> Vec<u32> {
         let mut pids = self.plane.pids();
-        pids.extend(self.managers.iter_mut().map(|m| m.process().pid()));
+        pids.extend(&self.manager_pids);
         pids.extend(self.sim.pids());
         pids
     }

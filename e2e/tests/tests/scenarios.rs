@@ -84,7 +84,7 @@ async fn membership_events(env: &Env, action: &str) -> usize {
         .count()
 }
 
-async fn stop_and_check_nothing_is_left(mut env: Env, mut pids: BTreeSet<u32>) {
+async fn stop_and_check_nothing_is_left(env: Env, mut pids: BTreeSet<u32>) {
     pids.extend(env.pids());
     drop(env);
     let pids: Vec<u32> = pids.into_iter().collect();
@@ -100,7 +100,7 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
     let started = Instant::now();
     let cluster = "scale";
     let kcp = "scale-control-plane";
-    let mut env = Env::start(&[]).await;
+    let env = Env::start(&[]).await;
     env.apply_template(&vars(cluster, 1, 1)).await;
     let watch = EtcdWatch::start(
         env.client.clone(),
@@ -166,7 +166,7 @@ async fn a_learner_that_never_starts_is_removed_and_its_machine_replaced() {
     let started = Instant::now();
     let cluster = "faulty";
     let kcp = "faulty-control-plane";
-    let mut env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
+    let env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
     env.apply_template(&vars(cluster, 1, 0)).await;
     let watch = EtcdWatch::start(
         env.client.clone(),
@@ -257,7 +257,7 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     let cluster = "roll";
     let kcp = "roll-control-plane";
     let generation_label = "controlplane.cluster.x-k8s.io/machine-generation";
-    let mut env = Env::start(&[]).await;
+    let env = Env::start(&[]).await;
     env.apply_template(&vars(cluster, 3, 1)).await;
     let watch = EtcdWatch::start(
         env.client.clone(),
@@ -354,6 +354,177 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     stop_and_check_nothing_is_left(env, pids).await;
     println!(
         "scenario generation rollout: {:.1?} wall time, {samples} membership samples",
+        started.elapsed()
+    );
+}
+
+/// Arms a fault for the next control-plane join and waits until the simulator took it.
+async fn arm_next_join(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
+    arm(env, cluster, fault, delay_seconds).await;
+}
+
+/// Waits until `count` faults were applied to booting machines; returns them.
+async fn wait_applied(env: &Env, count: usize) -> Vec<(String, String, sim::faults::Fault)> {
+    let deadline = Instant::now() + step_timeout();
+    loop {
+        let applied = env.sim.view().applied_faults();
+        if applied.len() >= count {
+            return applied;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {applied:?} applied\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn arm(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
+    let sim_clusters: Api<sim::api::SimCluster> = Api::namespaced(env.client.clone(), NS);
+    let mut annotations = serde_json::json!({ sim::faults::NEXT_JOIN_FAULT_ANNOTATION: fault });
+    if let Some(d) = delay_seconds {
+        annotations[sim::faults::FAULT_DELAY_ANNOTATION] = serde_json::json!(d.to_string());
+    }
+    let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+    sim_clusters
+        .patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sim_clusters
+        .get(cluster)
+        .await
+        .unwrap()
+        .annotations()
+        .contains_key(sim::faults::NEXT_JOIN_FAULT_ANNOTATION)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the simulator never took the {fault} fault"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Deletes the Machines the control plane marked for remediation, standing in for remediation; returns
+/// their names once there is at least one.
+async fn remediate_marked(env: &Env, cluster: &str, pids: &mut BTreeSet<u32>) -> Vec<String> {
+    let machines =
+        Api::<kubeadm_api::cluster::v1beta2::Machine>::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + step_timeout();
+    let mut remediated = Vec::new();
+    while remediated.is_empty() {
+        for m in env.machines(cluster).await {
+            if m.annotations()
+                .contains_key("cluster.x-k8s.io/remediate-machine")
+                && m.meta().deletion_timestamp.is_none()
+            {
+                machines
+                    .delete(&m.name_any(), &DeleteParams::default())
+                    .await
+                    .unwrap();
+                remediated.push(m.name_any());
+            }
+        }
+        pids.extend(env.pids());
+        assert!(
+            Instant::now() < deadline,
+            "no machine was marked for remediation\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    remediated
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_crashing_and_lost_joiners_never_cost_quorum() {
+    let started = Instant::now();
+    let cluster = "flaky";
+    let kcp = "flaky-control-plane";
+    let env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
+    env.apply_template(&vars(cluster, 1, 0)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 1, step_timeout(), "create 1")
+        .await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    // The first join's etcd starts 8 s late: within the grace, so it simply joins late.
+    arm_next_join(&env, cluster, "etcd-slow-start", Some(8)).await;
+    env.scale_control_plane(kcp, 3).await;
+    wait_applied(&env, 1).await;
+    // The second join crashes right after adding its member.
+    arm_next_join(&env, cluster, "crash-mid-join", None).await;
+    wait_applied(&env, 2).await;
+    let crashed = remediate_marked(&env, cluster, &mut pids).await;
+    // The replacement joins, then its node disappears 30 s later.
+    arm_next_join(&env, cluster, "lost-after-join", Some(30)).await;
+    let applied = wait_applied(&env, 3).await;
+    let kinds: Vec<String> = applied.iter().map(|(_, _, f)| format!("{f:?}")).collect();
+    assert_eq!(
+        kinds,
+        ["EtcdSlowStart(8s)", "CrashMidJoin", "LostAfterJoin(30s)"]
+    );
+    assert_eq!(
+        applied[1].1, crashed[0],
+        "the crashed machine is the one remediated"
+    );
+    env.wait_control_plane(kcp, 3, step_timeout(), "after the crash")
+        .await;
+    let names = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        crashed.iter().all(|c| !names.contains(c)),
+        "{crashed:?} still among {names:?}"
+    );
+    watch
+        .wait_voters(names, Duration::from_secs(60), "after the crash")
+        .await;
+    pids.extend(env.pids());
+
+    // One node of three goes: the other two keep quorum, the endpoint keeps answering.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while env
+        .sim
+        .nodes()
+        .iter()
+        .filter(|n| n.namespace == NS && n.control_plane)
+        .count()
+        == 3
+    {
+        assert!(Instant::now() < deadline, "no node was lost");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let last = watch.last().expect("etcd sampled");
+    assert_eq!(last.voters(), 3, "{last:?}");
+    assert_eq!(last.healthy_voters, 2, "{last:?}");
+    let kubeconfig = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), NS)
+        .get("flaky-kubeconfig")
+        .await
+        .unwrap();
+    let yaml = String::from_utf8(kubeconfig.data.unwrap()["value"].0.clone()).unwrap();
+    let workload = testenv::apiserver::client_from_kubeconfig(&yaml)
+        .await
+        .unwrap();
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(workload)
+        .list(&ListParams::default())
+        .await
+        .expect("the workload API answers through the endpoint after the loss");
+    assert_eq!(nodes.items.len(), 3, "all three nodes still registered");
+
+    let samples = assert_membership_was_safe(&watch, "flaky joiners");
+    assert_eq!(membership_events(&env, "RemoveUnstartedMember").await, 1);
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario slow, crashing and lost joiners: {:.1?} wall time, {samples} membership samples, remediated {crashed:?}",
         started.elapsed()
     );
 }
