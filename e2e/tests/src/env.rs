@@ -21,6 +21,11 @@ pub const SIM_TEMPLATE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../templates/cluster-template-sim.yaml"
 );
+/// The clusterctl settings the templates are rendered with.
+pub const CLUSTERCTL_EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../templates/clusterctl.yaml.example"
+);
 
 pub struct Env {
     // Field order is drop order: nodes first, then the managers, then the management plane.
@@ -135,9 +140,7 @@ impl Env {
 
     /// Renders the simulated-infrastructure cluster template with `vars` and applies every object.
     pub async fn apply_template(&self, vars: &BTreeMap<&str, String>) {
-        let text = std::fs::read_to_string(SIM_TEMPLATE).unwrap();
-        let rendered = crate::template::render(&text, vars).unwrap();
-        self.apply(&rendered).await;
+        self.apply(&render_sim_template(vars)).await;
     }
 
     /// Server-side applies every document of `yaml`, as `kubectl apply --server-side` would.
@@ -286,6 +289,21 @@ impl Env {
             .collect();
         format!("{clusters}\n{}", logs.join("\n"))
     }
+}
+
+/// `templates/cluster-template-sim.yaml` rendered with the settings of `templates/clusterctl.yaml.example`
+/// and `vars` on top, as `controlplane-manager generate cluster --config` renders it.
+pub fn render_sim_template(vars: &BTreeMap<&str, String>) -> String {
+    use kubeadm_controlplane::cluster_template::{Settings, generate};
+    let text = std::fs::read_to_string(SIM_TEMPLATE).unwrap();
+    let example = std::fs::read_to_string(CLUSTERCTL_EXAMPLE).unwrap();
+    let mut settings =
+        Settings::from_clusterctl_yaml("templates/clusterctl.yaml.example", &example).unwrap();
+    for (name, value) in vars {
+        settings.set(name, value.clone());
+    }
+    generate(&text, "templates/cluster-template-sim.yaml", &settings)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Waits until none of `pids` runs (bounded), returning those still alive.

@@ -9,7 +9,7 @@ use e2e_tests::Env;
 use e2e_tests::env::{NS, wait_gone};
 use e2e_tests::etcd_watch::EtcdWatch;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::MachineDeployment;
 
@@ -162,7 +162,7 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_learner_that_never_starts_is_removed_and_its_machine_replaced() {
+async fn a_learner_that_never_starts_is_removed_and_its_machine_remediated() {
     let started = Instant::now();
     let cluster = "faulty";
     let kcp = "faulty-control-plane";
@@ -192,33 +192,8 @@ async fn a_learner_that_never_starts_is_removed_and_its_machine_replaced() {
         .unwrap();
     env.scale_control_plane(kcp, 3).await;
 
-    // Standing in for remediation (not part of this provider yet): a Machine the control plane marks
-    // for remediation is deleted, and the control plane replaces it.
-    let machines =
-        Api::<kubeadm_api::cluster::v1beta2::Machine>::namespaced(env.client.clone(), NS);
-    let deadline = Instant::now() + step_timeout();
-    let mut remediated = Vec::new();
-    while remediated.is_empty() {
-        for m in env.machines(cluster).await {
-            if m.annotations()
-                .contains_key("cluster.x-k8s.io/remediate-machine")
-                && m.meta().deletion_timestamp.is_none()
-            {
-                machines
-                    .delete(&m.name_any(), &DeleteParams::default())
-                    .await
-                    .unwrap();
-                remediated.push(m.name_any());
-            }
-        }
-        pids.extend(env.pids());
-        assert!(
-            Instant::now() < deadline,
-            "no machine was marked for remediation; samples: {:?}",
-            watch.last()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    // The control plane removes the member that never started, marks its Machine and remediates it.
+    let remediated = wait_remediated(&env, cluster, &mut pids).await;
     let unstarted_seen = watch.samples().iter().any(|s| {
         s.members
             .iter()
@@ -407,35 +382,33 @@ async fn arm(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) 
     }
 }
 
-/// Deletes the Machines the control plane marked for remediation, standing in for remediation; returns
-/// their names once there is at least one.
-async fn remediate_marked(env: &Env, cluster: &str, pids: &mut BTreeSet<u32>) -> Vec<String> {
-    let machines =
-        Api::<kubeadm_api::cluster::v1beta2::Machine>::namespaced(env.client.clone(), NS);
+/// Waits until a Machine the control plane marked for remediation is gone; returns the names of the
+/// marked Machines that went.
+async fn wait_remediated(env: &Env, cluster: &str, pids: &mut BTreeSet<u32>) -> Vec<String> {
     let deadline = Instant::now() + step_timeout();
-    let mut remediated = Vec::new();
-    while remediated.is_empty() {
-        for m in env.machines(cluster).await {
+    let mut marked = BTreeSet::new();
+    loop {
+        let machines = env.machines(cluster).await;
+        for m in &machines {
             if m.annotations()
                 .contains_key("cluster.x-k8s.io/remediate-machine")
-                && m.meta().deletion_timestamp.is_none()
             {
-                machines
-                    .delete(&m.name_any(), &DeleteParams::default())
-                    .await
-                    .unwrap();
-                remediated.push(m.name_any());
+                marked.insert(m.name_any());
             }
         }
+        let present: BTreeSet<String> = machines.iter().map(|m| m.name_any()).collect();
+        let gone: Vec<String> = marked.difference(&present).cloned().collect();
         pids.extend(env.pids());
+        if !gone.is_empty() {
+            return gone;
+        }
         assert!(
             Instant::now() < deadline,
-            "no machine was marked for remediation\n{}",
+            "no marked machine was remediated (marked: {marked:?})\n{}",
             env.diagnostics().await
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    remediated
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -463,7 +436,7 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum() {
     // The second join crashes right after adding its member.
     arm_next_join(&env, cluster, "crash-mid-join", None).await;
     wait_applied(&env, 2).await;
-    let crashed = remediate_marked(&env, cluster, &mut pids).await;
+    let crashed = wait_remediated(&env, cluster, &mut pids).await;
     // The replacement joins, then its node disappears 30 s later.
     arm_next_join(&env, cluster, "lost-after-join", Some(30)).await;
     let applied = wait_applied(&env, 3).await;

@@ -2,13 +2,17 @@
 //!
 //! The decisions (what the desired machine looks like, which machines are outdated, where to scale, whether it
 //! is safe to act, which etcd membership change comes next) are pure functions over plain data in [`desired`],
-//! [`up_to_date`], [`selection`], [`preflight`], [`plan`] and [`etcd_membership`]; [`controller`] gathers the
+//! [`up_to_date`], [`selection`], [`preflight`], [`plan`], [`etcd_membership`] and [`remediation`]; [`controller`] gathers the
 //! state from the API server, asks [`plan::next_step`] and applies the one step it returns.
-//! [`webhooks`] serves the admission and conversion webhooks of its kinds.
+//! [`webhooks`] serves the admission and conversion webhooks of its kinds. [`cluster_template`] renders
+//! cluster templates offline as `clusterctl generate cluster` does and bumps generation counters.
 
 /// Field manager of every server-side apply this provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 
+pub mod addons;
+pub mod cluster_configuration;
+pub mod cluster_template;
 pub mod controller;
 pub mod desired;
 pub mod endpoints;
@@ -20,6 +24,7 @@ pub mod kubeconfig;
 pub mod machines;
 pub mod plan;
 pub mod preflight;
+pub mod remediation;
 pub mod selection;
 pub mod up_to_date;
 pub mod webhooks;

@@ -88,4 +88,12 @@ pub struct ControlPlaneMachine {
     pub addresses: Vec<String>,
     /// The Machine carries [`CLEANUP_HOOK_ANNOTATION`].
     pub has_cleanup_hook: bool,
+    /// A MachineHealthCheck found the machine unhealthy (`HealthCheckSucceeded` False).
+    pub health_check_failed: bool,
+    /// A MachineHealthCheck left its remediation to the control plane (`OwnerRemediated` False).
+    pub owner_remediation_requested: bool,
+    /// The Machine carries `cluster.x-k8s.io/remediate-machine`.
+    pub remediate_annotation: bool,
+    /// The remediation this machine completes, from `controlplane.cluster.x-k8s.io/remediation-for`.
+    pub remediation_for: Option<crate::remediation::RemediationData>,
 }

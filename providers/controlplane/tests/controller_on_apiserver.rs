@@ -158,6 +158,20 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
         kcp(&env.client).await.status.unwrap().version.as_deref(),
         Some("v1.33.2")
     );
+    // The joins read their static-pod settings from the workload cluster's kubeadm-config: it was
+    // brought to the new version before the first new machine joined.
+    let kubeadm_config =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(env.client.clone(), "kube-system")
+            .get("kubeadm-config")
+            .await
+            .unwrap();
+    let cluster_configuration: serde_json::Value =
+        serde_saphyr::from_str(&kubeadm_config.data.unwrap()["ClusterConfiguration"]).unwrap();
+    assert_eq!(cluster_configuration["kubernetesVersion"], "v1.33.2");
+    assert_eq!(
+        cluster_configuration["apiVersion"],
+        "kubeadm.k8s.io/v1beta4"
+    );
 
     // At rest, re-applying the unchanged control plane writes nothing.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -503,4 +517,292 @@ async fn adopts_foreign_machines_honours_pause_and_deletes_in_order() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(machines(&env.client).await.is_empty());
+}
+
+/// What a MachineHealthCheck does to a Machine it finds unhealthy and leaves to its owner.
+async fn mark_unhealthy(client: &kube::Client, name: &str) {
+    let api = Api::<Machine>::namespaced(client.clone(), NS);
+    let machine = api.get(name).await.unwrap();
+    let mut conditions = machine.status.clone().unwrap_or_default().conditions;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for type_ in ["HealthCheckSucceeded", "OwnerRemediated"] {
+        conditions.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: type_.into(),
+            status: "False".into(),
+            reason: "NodeStartupTimeout".into(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+            observed_generation: None,
+        });
+    }
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": { "conditions": conditions } })),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until `victim` is gone and a replacement that records the remediation of `victim` runs;
+/// returns the replacement and the retry count it records.
+async fn wait_replaced(env: &Env, victim: &str) -> (String, i64) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let all = machines(&env.client).await;
+        let replacement = all.iter().find_map(|m| {
+            let record: serde_json::Value = serde_json::from_str(
+                m.annotations()
+                    .get("controlplane.cluster.x-k8s.io/remediation-for")?,
+            )
+            .ok()?;
+            (record["machine"] == victim).then(|| (m.name_any(), record["retryCount"].as_i64()))
+        });
+        if !all.iter().any(|m| m.name_any() == victim)
+            && let Some((name, Some(retries))) = replacement
+        {
+            wait_converged(env, 3, "after remediation").await;
+            return (name, retries);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{victim} was not replaced: {:?}",
+            all.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn unhealthy_machines_are_replaced_retries_counted_and_limited() {
+    let env = setup(3, "prod-control-plane-genc01", true).await;
+    wait_converged(&env, 3, "initial").await;
+
+    // A machine a health check hands over is deleted and replaced; the replacement records it.
+    let first = machines(&env.client).await[0].name_any();
+    mark_unhealthy(&env.client, &first).await;
+    let (second, retries) = wait_replaced(&env, &first).await;
+    assert_eq!(retries, 0, "a first remediation is no retry");
+    let status = kcp(&env.client).await;
+    assert!(
+        !status
+            .annotations()
+            .contains_key("controlplane.cluster.x-k8s.io/remediation-in-progress"),
+        "the in-progress record is removed once the replacement exists"
+    );
+    let last = status.status.unwrap().last_remediation.unwrap();
+    assert_eq!(
+        (last.machine.as_str(), last.retry_count),
+        (first.as_str(), 0)
+    );
+
+    // The replacement failing within the healthy period is a retry.
+    mark_unhealthy(&env.client, &second).await;
+    let (third, retries) = wait_replaced(&env, &second).await;
+    assert_eq!(retries, 1);
+
+    // Retries spent: the machine stays and says why.
+    patch_kcp(&env.client, json!({ "remediation": { "maxRetry": 1 } })).await;
+    mark_unhealthy(&env.client, &third).await;
+    let machine_api = Api::<Machine>::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let machine = machine_api.get(&third).await.unwrap();
+        let owner = machine
+            .status
+            .unwrap_or_default()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "OwnerRemediated");
+        if let Some(c) = owner.filter(|c| c.reason == "CannotBeRemediated") {
+            assert!(c.message.contains("maxRetry"), "{}", c.message);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no CannotBeRemediated condition");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(machine_api.get_opt(&third).await.unwrap().is_some());
+    let events = Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let reasons: Vec<&str> = events
+        .items
+        .iter()
+        .filter_map(|e| e.reason.as_deref())
+        .collect();
+    assert!(reasons.contains(&"MachineRemediated"), "{reasons:?}");
+    assert!(reasons.contains(&"RemediationBlocked"), "{reasons:?}");
+}
+
+/// The add-ons kubeadm installs, as a real cluster has them (a second container in kube-proxy's pod
+/// shows that only the named container changes).
+async fn install_addons(client: &kube::Client) {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let workload = |kind: &str, name: &str, containers: serde_json::Value| {
+        json!({
+            "apiVersion": "apps/v1", "kind": kind,
+            "metadata": { "name": name, "namespace": "kube-system" },
+            "spec": {
+                "selector": { "matchLabels": { "k8s-app": name } },
+                "template": {
+                    "metadata": { "labels": { "k8s-app": name } },
+                    "spec": { "containers": containers },
+                },
+            },
+        })
+    };
+    let proxy: DaemonSet = serde_json::from_value(workload(
+        "DaemonSet",
+        "kube-proxy",
+        json!([
+            { "name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:v1.32.4" },
+            { "name": "log-shipper", "image": "example.org/shipper:1.0" },
+        ]),
+    ))
+    .unwrap();
+    let dns: Deployment = serde_json::from_value(workload(
+        "Deployment",
+        "coredns",
+        json!([{ "name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.11.3" }]),
+    ))
+    .unwrap();
+    let corefile: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "coredns", "namespace": "kube-system" },
+        "data": { "Corefile": ".:53 {\n    errors\n    forward . /etc/resolv.conf\n}\n" },
+    }))
+    .unwrap();
+    let pp = PostParams::default();
+    Api::<DaemonSet>::namespaced(client.clone(), "kube-system")
+        .create(&pp, &proxy)
+        .await
+        .unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "kube-system")
+        .create(&pp, &dns)
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .create(&pp, &corefile)
+        .await
+        .unwrap();
+}
+
+/// Images of the named object's containers, by container name.
+async fn images<K>(client: &kube::Client, name: &str) -> std::collections::BTreeMap<String, String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let object = Api::<K>::namespaced(client.clone(), "kube-system")
+        .get(name)
+        .await
+        .unwrap();
+    let value = serde_json::to_value(object).unwrap();
+    value["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["image"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn wait_for<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + CONVERGE;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn kube_proxy_follows_the_version_and_coredns_the_dns_settings() {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    let mut env = setup(1, "prod-control-plane-genc01", false).await;
+    install_addons(&env.client).await;
+    env.tasks.push(start(&env.client));
+    wait_converged(&env, 1, "initial").await;
+
+    let client = env.client.clone();
+    wait_for("kube-proxy not moved to v1.33.1", || {
+        let client = client.clone();
+        async move {
+            images::<DaemonSet>(&client, "kube-proxy").await["kube-proxy"]
+                == "registry.k8s.io/kube-proxy:v1.33.1"
+        }
+    })
+    .await;
+    assert_eq!(
+        images::<DaemonSet>(&client, "kube-proxy").await["log-shipper"],
+        "example.org/shipper:1.0"
+    );
+    assert_eq!(
+        images::<Deployment>(&client, "coredns").await["coredns"],
+        "registry.k8s.io/coredns/coredns:v1.11.3",
+        "CoreDNS moves only when clusterConfiguration.dns asks"
+    );
+
+    patch_kcp(
+        &client,
+        json!({ "kubeadmConfigSpec": { "clusterConfiguration": { "dns": { "imageTag": "v1.12.0" } } } }),
+    )
+    .await;
+    wait_for("CoreDNS not moved to v1.12.0", || {
+        let client = client.clone();
+        async move {
+            images::<Deployment>(&client, "coredns").await["coredns"]
+                == "registry.k8s.io/coredns/coredns:v1.12.0"
+        }
+    })
+    .await;
+    let corefile =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "kube-system")
+            .get("coredns")
+            .await
+            .unwrap()
+            .data
+            .unwrap();
+    assert_eq!(corefile["Corefile-backup"], corefile["Corefile"]);
+
+    // A downgrade is refused with an Event naming the field.
+    patch_kcp(
+        &client,
+        json!({ "kubeadmConfigSpec": { "clusterConfiguration": { "dns": { "imageTag": "v1.10.1" } } } }),
+    )
+    .await;
+    wait_for("no AddonUpdateFailed Event", || {
+        let client = client.clone();
+        async move {
+            Api::<Event>::namespaced(client, NS)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("AddonUpdateFailed")
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains("dns.imageTag"))
+                })
+        }
+    })
+    .await;
+    assert_eq!(
+        images::<Deployment>(&client, "coredns").await["coredns"],
+        "registry.k8s.io/coredns/coredns:v1.12.0"
+    );
 }

@@ -374,7 +374,8 @@ async fn bootstrap(facts: &Facts, ctx: &Context, role: Role) -> Result<Bootstrap
         }
     };
 
-    let cluster_facts = cluster_facts(&facts.cluster, &facts.machine);
+    let version = facts.machine.spec.version.clone().unwrap_or_default();
+    let cluster_facts = cluster_facts(&facts.cluster, &version);
     let machine_facts = MachineFacts {
         name: facts.machine.name_any(),
         generation: facts
@@ -556,7 +557,8 @@ fn control_plane_endpoint(cluster: &Cluster) -> Option<String> {
     }
 }
 
-fn cluster_facts(cluster: &Cluster, machine: &Machine) -> ClusterFacts {
+/// What the kubeadm configuration takes from the Cluster, for a machine running `kubernetes_version`.
+pub fn cluster_facts(cluster: &Cluster, kubernetes_version: &str) -> ClusterFacts {
     let network = cluster.spec.cluster_network.as_ref();
     let join = |ranges: Option<&kubeadm_api::cluster::v1beta2::NetworkRanges>| {
         ranges
@@ -565,7 +567,7 @@ fn cluster_facts(cluster: &Cluster, machine: &Machine) -> ClusterFacts {
     };
     ClusterFacts {
         name: cluster.name_any(),
-        kubernetes_version: machine.spec.version.clone().unwrap_or_default(),
+        kubernetes_version: kubernetes_version.to_owned(),
         control_plane_endpoint: control_plane_endpoint(cluster),
         service_subnet: join(network.and_then(|n| n.services.as_ref())),
         pod_subnet: join(network.and_then(|n| n.pods.as_ref())),

@@ -103,6 +103,27 @@ pub fn kubeadm_config(input: &RenderInput) -> Result<String, RenderError> {
     }
 }
 
+/// The ClusterConfiguration document alone, for `cluster.kubernetes_version`: what the control plane keeps
+/// in the workload cluster's `kube-system/kubeadm-config` ConfigMap, which `kubeadm join --control-plane`
+/// reads its static-pod settings from.
+pub fn cluster_configuration_document(
+    spec: &KubeadmConfigSpec,
+    cluster: &ClusterFacts,
+) -> Result<String, RenderError> {
+    let version = supported_version(cluster)?;
+    let input = RenderInput {
+        role: Role::Init,
+        spec,
+        cluster,
+        machine: &MachineFacts::default(),
+        certificates: None,
+        join: None,
+        secrets: &BTreeMap::new(),
+    };
+    let api = kubeadm_api_for(version);
+    Ok(to_yaml(&cluster_configuration(&input, version, api)?))
+}
+
 /// Strategic-merge patches that annotate the control-plane static pods with their Machine and machine
 /// generation, so the control-plane provider can map pods to machines. Empty for workers; no etcd patch
 /// with an external etcd.

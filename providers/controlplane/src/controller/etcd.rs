@@ -353,7 +353,7 @@ pub(super) async fn annotate(
 }
 
 /// Sets (`Some`) or removes (`None`) one annotation of an object with a merge patch.
-async fn annotate_object<K>(
+pub(super) async fn annotate_object<K>(
     api: &Api<K>,
     name: &str,
     key: &str,

@@ -24,11 +24,13 @@ use super::metrics::METRICS;
 use super::{Context, Error, owner_reference};
 use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
 use crate::endpoints::MachinePods;
+use crate::etcd_membership::REMEDIATE_MACHINE_ANNOTATION;
 use crate::machines::{
     CERTIFICATES_EXPIRY_ANNOTATION, CLEANUP_HOOK_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION,
     CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine,
     DELETE_MACHINE_ANNOTATION,
 };
+use crate::remediation;
 
 const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
 
@@ -156,15 +158,17 @@ fn view(
     infra: Option<&DynamicObject>,
 ) -> ControlPlaneMachine {
     let status = machine.status.as_ref();
-    let condition_true = |type_: &str| {
+    let condition_is = |type_: &str, value: &str| {
         status
             .map(|s| {
                 s.conditions
                     .iter()
-                    .any(|c| c.type_ == type_ && c.status == "True")
+                    .any(|c| c.type_ == type_ && c.status == value)
             })
             .unwrap_or(false)
     };
+    let condition_true = |type_: &str| condition_is(type_, "True");
+    let condition_false = |type_: &str| condition_is(type_, "False");
     let cloned_from = infra.and_then(|infra| {
         let annotations = infra.annotations();
         Some(ClonedFrom {
@@ -207,6 +211,21 @@ fn view(
             .map(|s| s.addresses.iter().map(|a| a.address.clone()).collect())
             .unwrap_or_default(),
         has_cleanup_hook: machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION),
+        health_check_failed: condition_false(remediation::HEALTH_CHECK_SUCCEEDED_CONDITION),
+        owner_remediation_requested: condition_false(remediation::OWNER_REMEDIATED_CONDITION),
+        remediate_annotation: machine
+            .annotations()
+            .contains_key(REMEDIATE_MACHINE_ANNOTATION),
+        remediation_for: machine
+            .annotations()
+            .get(remediation::FOR_ANNOTATION)
+            .and_then(|value| match remediation::RemediationData::parse(value) {
+                Ok(data) => Some(data),
+                Err(e) => {
+                    tracing::warn!(machine = %machine.name_any(), "{}: {e}", remediation::FOR_ANNOTATION);
+                    None
+                }
+            }),
     }
 }
 
@@ -266,6 +285,7 @@ pub(super) async fn create(
     desired: &DesiredState,
     failure_domain: Option<String>,
     init: bool,
+    remediation_for: Option<&str>,
 ) -> Result<String, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let cluster_name = cluster.name_any();
@@ -391,6 +411,10 @@ pub(super) async fn create(
     if !desired.external_etcd {
         // Core Cluster API keeps the machine until its etcd member is gone and this hook released.
         machine_annotations.insert(CLEANUP_HOOK_ANNOTATION.to_owned(), String::new());
+    }
+    if let Some(record) = remediation_for {
+        // This machine replaces a remediated one: if it fails too, that counts as a retry.
+        machine_annotations.insert(remediation::FOR_ANNOTATION.to_owned(), record.to_owned());
     }
     machine.metadata.annotations = Some(machine_annotations);
     machine.metadata.owner_references = Some(vec![owner]);

@@ -1,9 +1,11 @@
 //! The KubeadmControlPlane controller: gathers a control plane's state, asks [`crate::plan::next_step`] for
 //! the one step to take, takes it, and reports in the status why it waits.
 
+mod addons;
 mod etcd;
 mod machines;
 mod metrics;
+mod remediation;
 mod status;
 mod workload;
 
@@ -101,6 +103,14 @@ pub enum Error {
     Infrastructure(String),
     #[error("etcd: {0}")]
     Etcd(String),
+    #[error("{0}")]
+    Workload(String),
+}
+
+impl From<workload::Unreachable> for Error {
+    fn from(e: workload::Unreachable) -> Self {
+        Error::Workload(e.to_string())
+    }
 }
 
 impl Error {
@@ -111,6 +121,7 @@ impl Error {
             Error::Kubeconfig(_) => "kubeconfig",
             Error::Infrastructure(_) => "infrastructure",
             Error::Etcd(_) => "etcd",
+            Error::Workload(_) => "workload",
         }
     }
 }
@@ -488,6 +499,23 @@ async fn apply(
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
 
+    // Then unhealthy machines: one replaced at a time, before any other change.
+    let inputs = remediation::Inputs {
+        initialized,
+        external_etcd: desired.external_etcd,
+        etcd: etcd_view.as_ref(),
+        etcd_machines: &etcd_machines,
+        now,
+    };
+    match remediation::reconcile(ctx, kcp, &gathered, inputs).await? {
+        remediation::Outcome::Remediated(data) => {
+            report.last_remediation(Some(&data));
+            report.write(ctx, kcp).await?;
+            return Ok(Action::requeue(WAIT));
+        }
+        remediation::Outcome::Continue(last) => report.last_remediation(last.as_ref()),
+    }
+
     let failure_domains = control_plane_failure_domains(cluster);
     let plan = plan::next_step(Observed {
         desired: &desired,
@@ -498,6 +526,9 @@ async fn apply(
         etcd_refuses_member: etcd_refuses_member.as_deref(),
     });
     report.observe(&desired, &gathered.machines, &plan, initialized);
+    if plan.step == Step::Idle && initialized {
+        update_addons(ctx, kcp, &cluster_name, &desired).await;
+    }
     if plan.step == Step::Idle
         && let (Some(Ok(view)), Some(crate::etcd_membership::Action::Nothing)) =
             (&etcd_view, &etcd_action)
@@ -540,6 +571,94 @@ async fn apply(
     outcome
 }
 
+/// kube-proxy and CoreDNS follow the spec once every machine is up to date; a failure is an Event and does
+/// not hold the rest of the reconcile (etcd care in particular).
+async fn update_addons(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+    desired: &DesiredState,
+) {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let result = match ctx.workload.get(&ctx.client, &namespace, cluster).await {
+        Ok(client) => addons::reconcile(&client, kcp, desired).await,
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(changes) => {
+            for change in changes {
+                tracing::info!(kcp = %kcp.name_any(), "{change}");
+                publish(ctx, kcp, EventType::Normal, "AddonUpdated", &change).await;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(kcp = %kcp.name_any(), "{e}");
+            publish(ctx, kcp, EventType::Warning, "AddonUpdateFailed", &e).await;
+        }
+    }
+}
+
+/// Brings the workload cluster's `kubeadm-config` ClusterConfiguration in line with the spec before a
+/// machine joins (see [`crate::cluster_configuration`]).
+async fn update_cluster_configuration(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    desired: &DesiredState,
+) -> Result<(), Error> {
+    let namespace = kcp.namespace().unwrap_or_default();
+    let facts = kubeadm_bootstrap::controller::cluster_facts(cluster, &desired.version);
+    let document =
+        kubeadm_bootstrap::render::kubeadm::cluster_configuration_document(&desired.init, &facts)
+            .map_err(|e| Error::Infrastructure(e.to_string()))?;
+    let client = ctx
+        .workload
+        .get(&ctx.client, &namespace, &cluster.name_any())
+        .await?;
+    if workload::update_cluster_configuration(&client, &document).await? {
+        let note = format!(
+            "updated the ClusterConfiguration in the workload cluster's kubeadm-config for Kubernetes {}",
+            desired.version
+        );
+        publish(
+            ctx,
+            kcp,
+            EventType::Normal,
+            "ClusterConfigurationUpdated",
+            &note,
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// Creates a machine; one created while a remediation is in progress replaces the remediated machine,
+/// records that remediation and ends it (returns true then).
+async fn create_machine(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    desired: &DesiredState,
+    failure_domain: Option<String>,
+    init: bool,
+) -> Result<(String, bool), Error> {
+    let record = remediation::in_progress_record(ctx, kcp).await?;
+    let name = machines::create(
+        ctx,
+        kcp,
+        cluster,
+        desired,
+        failure_domain,
+        init,
+        record.as_deref(),
+    )
+    .await?;
+    if record.is_some() {
+        remediation::set_in_progress(ctx, kcp, None).await?;
+    }
+    Ok((name, record.is_some()))
+}
+
 async fn take_step(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
@@ -552,7 +671,8 @@ async fn take_step(
         Step::Idle => Ok(Action::requeue(RESYNC)),
         Step::Wait { .. } => Ok(Action::requeue(WAIT)),
         Step::Initialize { failure_domain } => {
-            let name = machines::create(ctx, kcp, cluster, desired, failure_domain, true).await?;
+            let (name, _) =
+                create_machine(ctx, kcp, cluster, desired, failure_domain, true).await?;
             let note = format!("created Machine {name} to initialize the control plane");
             publish_about(
                 ctx,
@@ -570,10 +690,16 @@ async fn take_step(
             failure_domain,
             purpose,
         } => {
-            let name = machines::create(ctx, kcp, cluster, desired, failure_domain, false).await?;
-            let why = match purpose {
-                plan::Purpose::Scale => "to scale up".to_owned(),
-                plan::Purpose::Rollout => format!("to roll out generation {}", desired.generation),
+            // The joining machine renders its static pods from the workload cluster's copy.
+            update_cluster_configuration(ctx, kcp, cluster, desired).await?;
+            let (name, replaces) =
+                create_machine(ctx, kcp, cluster, desired, failure_domain, false).await?;
+            let why = match (purpose, replaces) {
+                (_, true) => "to replace a remediated machine".to_owned(),
+                (plan::Purpose::Scale, false) => "to scale up".to_owned(),
+                (plan::Purpose::Rollout, false) => {
+                    format!("to roll out generation {}", desired.generation)
+                }
             };
             let note = format!("created Machine {name} {why}");
             publish_about(

@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubeadm_api::cluster::v1beta2::StatusVersion;
 use kubeadm_api::controlplane::v1beta2::{
     KubeadmControlPlane, KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus,
+    LastRemediationStatus,
 };
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use kubeadm_bootstrap::render::version::KubeVersion;
@@ -297,6 +299,18 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// `status.lastRemediation`; kept when nothing newer is known.
+    pub(super) fn last_remediation(&mut self, data: Option<&crate::remediation::RemediationData>) {
+        let Some(data) = data else {
+            return;
+        };
+        self.status.last_remediation = Some(LastRemediationStatus {
+            machine: data.machine.clone(),
+            time: Time(data.timestamp.unwrap_or_default()),
+            retry_count: data.retry_count,
+        });
     }
 
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {

@@ -29,6 +29,8 @@ pub(super) enum Unreachable {
     Api(#[from] kube::Error),
     #[error("workload cluster did not answer within {CALL_TIMEOUT:?}")]
     Timeout,
+    #[error("workload cluster: {0}")]
+    Content(String),
 }
 
 impl WorkloadClients {
@@ -113,5 +115,34 @@ pub(super) async fn remove_cluster_status(client: &kube::Client) -> Result<bool,
     });
     let params = super::merge_params();
     bounded(config_maps.patch("kubeadm-config", &params, &Patch::Merge(&patch))).await?;
+    Ok(true)
+}
+
+/// Brings the `kubeadm-config` ClusterConfiguration in line with `desired` (see
+/// [`crate::cluster_configuration`]); true when it was written. Nothing to do before `kubeadm init`.
+pub(super) async fn update_cluster_configuration(
+    client: &kube::Client,
+    desired: &str,
+) -> Result<bool, Unreachable> {
+    use crate::cluster_configuration::{CONFIG_MAP, KEY, updated};
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let Some(config) = bounded(config_maps.get_opt(CONFIG_MAP)).await? else {
+        return Ok(false);
+    };
+    let current = config
+        .data
+        .as_ref()
+        .and_then(|d| d.get(KEY))
+        .cloned()
+        .unwrap_or_default();
+    let Some(next) = updated(&current, desired).map_err(Unreachable::Content)? else {
+        return Ok(false);
+    };
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": config.resource_version() },
+        "data": { KEY: next },
+    });
+    let params = super::merge_params();
+    bounded(config_maps.patch(CONFIG_MAP, &params, &Patch::Merge(&patch))).await?;
     Ok(true)
 }
