@@ -1179,16 +1179,48 @@ impl Controller {
         }
         let running = node.is_some() && failure.is_none();
         let message = failure.as_ref().map(|f| f.1.clone()).unwrap_or_default();
+        let ours = [
+            condition(
+                "Ready",
+                running,
+                if running { "Ready" } else { "NotReady" },
+                &message,
+            ),
+            condition(
+                "Available",
+                running,
+                if running { "Available" } else { "NotAvailable" },
+                &message,
+            ),
+            condition(
+                "InfrastructureReady",
+                provisioned,
+                if provisioned { "Ready" } else { "NotReady" },
+                "",
+            ),
+            condition(
+                "BootstrapConfigReady",
+                bootstrap_ready,
+                if bootstrap_ready { "Ready" } else { "NotReady" },
+                "",
+            ),
+        ];
+        let existing: Vec<Value> = machine
+            .status
+            .as_ref()
+            .map(|s| {
+                s.conditions
+                    .iter()
+                    .map(|c| serde_json::to_value(c).expect("serializes"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let conditions = merge_conditions(&existing, ours.to_vec());
         let mut status = json!({ "status": {
             "phase": phase,
             "initialization": { "bootstrapDataSecretCreated": bootstrap_ready, "infrastructureProvisioned": provisioned },
             "addresses": addresses,
-            "conditions": [
-                condition("Ready", running, if running { "Ready" } else { "NotReady" }, &message),
-                condition("Available", running, if running { "Available" } else { "NotAvailable" }, &message),
-                condition("InfrastructureReady", provisioned, if provisioned { "Ready" } else { "NotReady" }, ""),
-                condition("BootstrapConfigReady", bootstrap_ready, if bootstrap_ready { "Ready" } else { "NotReady" }, ""),
-            ],
+            "conditions": conditions,
         } });
         if let Some(node) = node {
             status["status"]["nodeRef"] = json!({ "name": node });
@@ -1272,6 +1304,28 @@ fn stop_runtime(runtime: Option<MachineRuntime>) {
         }
         _ => {}
     }
+}
+
+/// `ours` replace the conditions of the same type, keeping their transition time when the status is
+/// unchanged; conditions other controllers set (e.g. `OwnerRemediated`) stay as they are.
+fn merge_conditions(existing: &[Value], ours: Vec<Value>) -> Vec<Value> {
+    let type_of = |c: &Value| c["type"].as_str().unwrap_or_default().to_owned();
+    let mut merged: Vec<Value> = existing
+        .iter()
+        .filter(|c| !ours.iter().any(|o| type_of(o) == type_of(c)))
+        .cloned()
+        .collect();
+    for mut condition in ours {
+        if let Some(old) = existing
+            .iter()
+            .find(|c| type_of(c) == type_of(&condition) && c["status"] == condition["status"])
+        {
+            condition["lastTransitionTime"] = old["lastTransitionTime"].clone();
+        }
+        merged.push(condition);
+    }
+    merged.sort_by_key(type_of);
+    merged
 }
 
 async fn delete_ignoring_missing(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
@@ -1419,6 +1473,30 @@ mod tests {
             )
         );
         assert_ne!(a, template_hash(&bootstrap, &infra, Some("v1.34.0")));
+    }
+
+    #[test]
+    fn other_controllers_conditions_survive_and_unchanged_ones_keep_their_time() {
+        let existing = vec![
+            json!({ "type": "OwnerRemediated", "status": "False", "reason": "WaitingForRemediation", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z" }),
+            json!({ "type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:01Z" }),
+            json!({ "type": "Available", "status": "False", "reason": "NotAvailable", "message": "", "lastTransitionTime": "2026-01-01T00:00:02Z" }),
+        ];
+        let merged = merge_conditions(
+            &existing,
+            vec![
+                condition("Ready", true, "Ready", ""),
+                condition("Available", true, "Available", ""),
+            ],
+        );
+        let types: Vec<&str> = merged.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["Available", "OwnerRemediated", "Ready"]);
+        assert_eq!(merged[1], existing[0]);
+        assert_eq!(merged[2]["lastTransitionTime"], "2026-01-01T00:00:01Z");
+        assert_ne!(
+            merged[0]["lastTransitionTime"], "2026-01-01T00:00:02Z",
+            "a changed status moves its time"
+        );
     }
 
     #[test]
