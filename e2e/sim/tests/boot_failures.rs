@@ -85,7 +85,7 @@ async fn unusable_bootstrap_data_fails_the_machine_with_a_clear_message() {
     crds.extend(sim::api::crds());
     plane.install_crds(&crds).await.unwrap();
     let client = plane.client().await.unwrap();
-    create::<SimCluster>(&client, json!({ "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "SimCluster", "metadata": { "name": "demo" }, "spec": {} })).await;
+    create::<SimCluster>(&client, json!({ "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "SimCluster", "metadata": { "name": "demo" }, "spec": { "failureDomains": ["fd-a", "fd-b"] } })).await;
     create::<Cluster>(
         &client,
         json!({ "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": { "name": "demo" },
@@ -123,7 +123,8 @@ async fn unusable_bootstrap_data_fails_the_machine_with_a_clear_message() {
     let (_, message) = wait_failure(&client, "bad-yaml").await;
     assert!(message.contains("not valid cloud-config YAML"), "{message}");
 
-    // The cluster side was simulated too: endpoint on the load balancer, infrastructure provisioned.
+    // The cluster side was simulated too: endpoint on the load balancer, infrastructure provisioned,
+    // failure domains offered.
     let cluster = Api::<Cluster>::namespaced(client.clone(), NS)
         .get("demo")
         .await
@@ -137,11 +138,24 @@ async fn unusable_bootstrap_data_fails_the_machine_with_a_clear_message() {
             endpoint.port.unwrap()
         ))
     );
-    let provisioned = cluster
-        .status
-        .and_then(|s| s.initialization)
+    let status = cluster.status.unwrap_or_default();
+    let provisioned = status
+        .initialization
         .and_then(|i| i.infrastructure_provisioned);
     assert_eq!(provisioned, Some(true));
+    let domains: Vec<(String, Option<bool>)> = status
+        .failure_domains
+        .iter()
+        .map(|d| (d.name.clone(), d.control_plane))
+        .collect();
+    assert_eq!(
+        domains,
+        [
+            ("fd-a".to_owned(), Some(true)),
+            ("fd-b".to_owned(), Some(true))
+        ],
+        "the SimCluster's failure domains reach the Cluster for control-plane spreading"
+    );
 
     // A deleted failed Machine goes, and takes its SimMachine along.
     let machines = Api::<Machine>::namespaced(client.clone(), NS);
