@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 
-.PHONY: help dev test testenv manifests check-manifests release-manifests build lint fmt bench
+.PHONY: help dev test e2e testenv manifests check-manifests release-manifests build lint fmt bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -14,6 +14,10 @@ dev: testenv build ## Start a local management plane with our CRDs and both mana
 
 test: testenv ## Unit and integration tests (real etcd and kube-apiserver)
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
+
+e2e: testenv ## End-to-end scenarios: both managers as processes, simulated machines running real etcd + kube-apiserver
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
+	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --no-capture
 
 testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
 	hack/install-testenv.sh
@@ -28,7 +32,7 @@ release-manifests: ## Write the clusterctl local repository of this version to o
 	$(CARGO) run -q -p kubeadm-api --bin release-manifests -- --out out .
 
 build: ## Build both managers and the test environment
-	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv -p sim
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render

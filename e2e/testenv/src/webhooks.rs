@@ -96,3 +96,61 @@ fn service_path(
         .map(|s| s.path.unwrap_or_default())
         .ok_or_else(|| Error::Other(format!("webhook {webhook} has no service to replace")))
 }
+
+/// The API group whose kinds a manager binary serves, from its name.
+pub fn owned_group(binary: &std::path::Path) -> &'static str {
+    if is_bootstrap_manager(binary) {
+        "bootstrap.cluster.x-k8s.io"
+    } else {
+        "controlplane.cluster.x-k8s.io"
+    }
+}
+
+/// Arguments a manager needs locally: simulated nodes have no kubelet to port-forward through, so the
+/// control-plane manager reaches their etcd members at the client URLs the etcd pods announce.
+pub fn local_args(binary: &std::path::Path) -> &'static [&'static str] {
+    if is_bootstrap_manager(binary) {
+        &[]
+    } else {
+        &["--etcd-access=direct"]
+    }
+}
+
+fn is_bootstrap_manager(binary: &std::path::Path) -> bool {
+    let name = binary
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    name.contains("bootstrap")
+}
+
+/// Registers the admission webhooks and CRD conversions of `group` with the API server, pointed at a
+/// manager's webhook server on loopback instead of the in-cluster Service.
+pub async fn route_group_to(
+    plane: &crate::ManagementPlane,
+    group: &str,
+    crds: &[CustomResourceDefinition],
+    url: &str,
+    ca_pem: &str,
+) -> Result<()> {
+    use kubeadm_api::webhook::{admission_webhooks, manifests};
+    let client = plane.client().await?;
+    let ours: Vec<_> = admission_webhooks()
+        .into_iter()
+        .filter(|w| w.group == group)
+        .collect();
+    let mut mutating = manifests::mutating_configuration(&ours);
+    let mut validating = manifests::validating_configuration(&ours);
+    mutating.metadata.name = Some(format!("{group}-defaulting"));
+    validating.metadata.name = Some(format!("{group}-validation"));
+    mutating_at(&mut mutating, url, ca_pem)?;
+    validating_at(&mut validating, url, ca_pem)?;
+    register(&client, &mutating, &validating).await?;
+    let mut converted = Vec::new();
+    for crd in crds.iter().filter(|c| c.spec.group == group) {
+        let mut crd = crd.clone();
+        conversion_at(&mut crd, url, ca_pem)?;
+        converted.push(crd);
+    }
+    plane.install_crds(&converted).await
+}

@@ -46,29 +46,8 @@ struct RunArgs {
     #[command(flatten)]
     manager: ManagerArgs,
     /// Lifetime of join tokens, e.g. 15m or 900s; refreshed until the Machine has a Node.
-    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    #[arg(long, default_value = "15m", value_parser = kubeadm_runtime::duration::parse_duration)]
     bootstrap_token_ttl: Duration,
-}
-
-/// `90s`, `15m`, `1h` or plain seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 15m"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "m" => value * 60,
-        "h" => value * 3600,
-        _ => return Err(format!("{text:?}: unit must be s, m or h")),
-    };
-    if seconds == 0 {
-        return Err("the token TTL must be positive".into());
-    }
-    Ok(Duration::from_secs(seconds))
 }
 
 #[tokio::main]

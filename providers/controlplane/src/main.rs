@@ -109,6 +109,16 @@ struct RunArgs {
     /// the client URLs the etcd pods announce (needs the nodes' etcd port reachable from the manager).
     #[arg(long, value_enum, default_value = "port-forward")]
     etcd_access: kubeadm_controlplane::etcd::EtcdAccess,
+    /// A learner still not promoted after this long is removed, e.g. 10m.
+    #[arg(long, default_value = "10m", value_parser = kubeadm_runtime::duration::parse_duration)]
+    etcd_learner_timeout: std::time::Duration,
+    /// A member added but never started is removed after this long, e.g. 5m.
+    #[arg(long, default_value = "5m", value_parser = kubeadm_runtime::duration::parse_duration)]
+    etcd_unstarted_grace: std::time::Duration,
+}
+
+fn signed(d: std::time::Duration) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or(k8s_openapi::jiff::SignedDuration::MAX)
 }
 
 #[tokio::main]
@@ -120,6 +130,8 @@ async fn main() -> ExitCode {
                 etcd_snapshot_dir,
                 etcd_snapshots_keep,
                 etcd_access,
+                etcd_learner_timeout,
+                etcd_unstarted_grace,
             } = *run;
             let settings = controller::Settings {
                 namespace: args.namespace.clone(),
@@ -127,6 +139,8 @@ async fn main() -> ExitCode {
                 snapshot_dir: etcd_snapshot_dir,
                 snapshots_keep: etcd_snapshots_keep,
                 etcd_access,
+                learner_timeout: signed(etcd_learner_timeout),
+                unstarted_grace: signed(etcd_unstarted_grace),
                 ..controller::Settings::default()
             };
             let namespace = args.namespace.clone();

@@ -199,9 +199,11 @@ pub fn decide(observed: Observed<'_>) -> Decision {
                     .into(),
             );
         }
+        // A machine that itself asks for remediation is not "still provisioning": a join whose etcd
+        // member never started never gets its Node.
         if let Some(m) = machines
             .iter()
-            .find(|m| !m.health_check_failed && m.node.is_none())
+            .find(|m| !m.health_check_failed && !wants_remediation(m) && m.node.is_none())
         {
             return blocked(
                 DEFERRED_REASON,
@@ -403,6 +405,24 @@ mod tests {
             } => (machine, reason),
             other => panic!("expected Blocked, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_marked_machine_without_a_node_does_not_wait_for_itself() {
+        let mut stuck = healthy("b", 1);
+        stuck.node = None;
+        stuck.remediate_annotation = true;
+        let case = Case::new(vec![healthy("a", 0), stuck.clone()]);
+        assert!(
+            matches!(case.decide(), Decision::Remediate { ref machine, .. } if machine == "b"),
+            "{:?}",
+            case.decide()
+        );
+        // Another machine still coming up is waited for.
+        let mut provisioning = healthy("c", 2);
+        provisioning.node = None;
+        let case = Case::new(vec![healthy("a", 0), stuck, provisioning]);
+        assert_eq!(blocked_reason(&case.decide()), ("b", DEFERRED_REASON));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! Prometheus `/metrics`, the webhook server's options and its start on every replica, Lease-based
 //! leader election, logging setup, graceful shutdown, and the offline `validate` command.
 
+pub mod duration;
 pub mod health;
 pub mod leader;
 pub mod manager;

@@ -112,8 +112,10 @@ async fn run() -> Result<(), String> {
 
     let mut managers = Vec::new();
     for binary in &args.managers {
-        let mut manager = ManagerProcess::start(binary, plane.kubeconfig_path(), plane.dir(), &[])
-            .map_err(|e| e.to_string())?;
+        let local = testenv::webhooks::local_args(binary);
+        let mut manager =
+            ManagerProcess::start(binary, plane.kubeconfig_path(), plane.dir(), local)
+                .map_err(|e| e.to_string())?;
         manager
             .wait_ready(Duration::from_secs(60))
             .await
@@ -129,10 +131,16 @@ async fn run() -> Result<(), String> {
             })
             .unwrap_or_default();
         if let Some(serving) = manager.webhook() {
-            let group = owned_group(binary);
-            register_webhooks(&plane, group, &crds, &serving.url(), &serving.ca_pem)
-                .await
-                .map_err(|e| format!("registering the webhooks of {}: {e}", binary.display()))?;
+            let group = testenv::webhooks::owned_group(binary);
+            testenv::webhooks::route_group_to(
+                &plane,
+                group,
+                &crds,
+                &serving.url(),
+                &serving.ca_pem,
+            )
+            .await
+            .map_err(|e| format!("registering the webhooks of {}: {e}", binary.display()))?;
         }
         let process = manager.process();
         println!(
@@ -161,55 +169,6 @@ async fn run() -> Result<(), String> {
     }
     drop(plane);
     Ok(())
-}
-
-/// The API group whose kinds a manager binary serves, from its name.
-fn owned_group(binary: &std::path::Path) -> &'static str {
-    let name = binary
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    if name.contains("bootstrap") {
-        "bootstrap.cluster.x-k8s.io"
-    } else {
-        "controlplane.cluster.x-k8s.io"
-    }
-}
-
-/// Registers the admission webhooks and CRD conversions of `group` with the API server, pointed at a
-/// manager's webhook server on loopback instead of the in-cluster Service.
-async fn register_webhooks(
-    plane: &testenv::ManagementPlane,
-    group: &str,
-    crds: &[CustomResourceDefinition],
-    url: &str,
-    ca_pem: &str,
-) -> Result<(), String> {
-    use kubeadm_api::webhook::{admission_webhooks, manifests};
-    let client = plane.client().await.map_err(|e| e.to_string())?;
-    let ours: Vec<_> = admission_webhooks()
-        .into_iter()
-        .filter(|w| w.group == group)
-        .collect();
-    let mut mutating = manifests::mutating_configuration(&ours);
-    let mut validating = manifests::validating_configuration(&ours);
-    mutating.metadata.name = Some(format!("{group}-defaulting"));
-    validating.metadata.name = Some(format!("{group}-validation"));
-    testenv::webhooks::mutating_at(&mut mutating, url, ca_pem).map_err(|e| e.to_string())?;
-    testenv::webhooks::validating_at(&mut validating, url, ca_pem).map_err(|e| e.to_string())?;
-    testenv::webhooks::register(&client, &mutating, &validating)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut converted = Vec::new();
-    for crd in crds.iter().filter(|c| c.spec.group == group) {
-        let mut crd = crd.clone();
-        testenv::webhooks::conversion_at(&mut crd, url, ca_pem).map_err(|e| e.to_string())?;
-        converted.push(crd);
-    }
-    plane
-        .install_crds(&converted)
-        .await
-        .map_err(|e| e.to_string())
 }
 
 async fn wait_for_signal() {

@@ -1,0 +1,1509 @@
+//! The simulator's control loop: core Cluster API's Cluster, Machine, MachineSet and MachineDeployment
+//! controllers, reduced to what the providers rely on, and the infrastructure provider of the `Sim*`
+//! kinds. Each pass lists the objects and takes the next step for each; machines boot in their own tasks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachineDeployment, MachineSet};
+use kubeadm_api::meta::ContractVersionedObjectReference;
+use serde_json::{Value, json};
+
+use crate::api::{SimCluster, SimMachine};
+use crate::cloud_config::{self, KubeadmCommand};
+use crate::faults::{self, Fault};
+use crate::kubeadm_config::{self, InstanceData};
+use crate::network::{Addresses, LoadBalancer};
+use crate::node::{self, BootError, BootRequest, Node};
+
+pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
+pub const MACHINE_SET_FINALIZER: &str = "machineset.cluster.x-k8s.io";
+pub const MACHINE_DEPLOYMENT_FINALIZER: &str = "machinedeployment.cluster.x-k8s.io";
+pub const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+pub const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
+/// Bound on every call into a workload cluster, which may be down.
+const WORKLOAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// Where nodes keep their files, data and logs.
+    pub dir: PathBuf,
+    /// Only this namespace; all when `None`.
+    pub namespace: Option<String>,
+    /// Time between passes.
+    pub period: Duration,
+}
+
+/// A running node as tests see it.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    pub namespace: String,
+    pub machine: String,
+    pub node: String,
+    pub control_plane: bool,
+    pub etcd_client_url: Option<String>,
+    /// The etcd member ID when the node joined as a learner.
+    pub joined_as_learner: Option<u64>,
+    pub pids: Vec<u32>,
+}
+
+/// The running simulator; dropping it stops every process it started.
+pub struct Sim {
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.task.abort();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, runtime) in state.machines.drain() {
+            if let MachineRuntime::Booting { task, .. } = &runtime {
+                task.abort();
+            }
+            drop(runtime);
+        }
+        state.clusters.clear();
+    }
+}
+
+impl Sim {
+    pub fn start(client: kube::Client, options: SimOptions) -> Self {
+        let state = Arc::new(Mutex::new(State::default()));
+        let controller = Controller {
+            client,
+            options,
+            state: state.clone(),
+            written: HashMap::new(),
+        };
+        let task = tokio::spawn(controller.run());
+        Self { state, task }
+    }
+
+    /// A view for tasks that outlive a borrow of the simulator.
+    pub fn view(&self) -> SimView {
+        SimView(self.state.clone())
+    }
+
+    /// The nodes that run now.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        self.view().nodes()
+    }
+
+    /// PIDs of every process of every node (booting ones included once they run).
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes().into_iter().flat_map(|n| n.pids).collect()
+    }
+
+    /// The load balancer address of a cluster's control-plane endpoint.
+    pub fn endpoint(&self, namespace: &str, sim_cluster: &str) -> Option<std::net::SocketAddr> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .clusters
+            .get(&(namespace.to_owned(), sim_cluster.to_owned()))
+            .map(|c| c.lb.address())
+    }
+}
+
+/// Read access to the simulator's nodes.
+#[derive(Clone)]
+pub struct SimView(Arc<Mutex<State>>);
+
+impl SimView {
+    /// The nodes that run now.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        let state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .machines
+            .iter()
+            .filter_map(|((ns, machine), runtime)| match runtime {
+                MachineRuntime::Running { node, .. } => Some(NodeInfo {
+                    namespace: ns.clone(),
+                    machine: machine.clone(),
+                    node: node.name.clone(),
+                    control_plane: node.control_plane,
+                    etcd_client_url: node.etcd_client_url.clone(),
+                    joined_as_learner: node.joined_as_learner,
+                    pids: node.pids(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Faults applied to booting machines so far, in order: (namespace, machine, fault).
+    pub fn applied_faults(&self) -> Vec<(String, String, Fault)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .applied_faults
+            .clone()
+    }
+}
+
+type Key = (String, String);
+
+#[derive(Default)]
+struct State {
+    addresses: Addresses,
+    /// By (namespace, SimCluster name).
+    clusters: HashMap<Key, ClusterRuntime>,
+    /// By (namespace, Machine name).
+    machines: HashMap<Key, MachineRuntime>,
+    /// Faults applied to booting machines, in order: (namespace, machine, fault).
+    applied_faults: Vec<(String, String, Fault)>,
+}
+
+struct ClusterRuntime {
+    lb: LoadBalancer,
+    workload: Option<kube::Client>,
+    /// A fault for the next control-plane join.
+    next_join_fault: Option<Fault>,
+}
+
+enum MachineRuntime {
+    Booting {
+        ip: std::net::Ipv4Addr,
+        fault: Option<Fault>,
+        task: tokio::task::JoinHandle<Result<Node, BootError>>,
+    },
+    Running {
+        node: Box<Node>,
+        lose_at: Option<Instant>,
+    },
+    Failed {
+        ip: Option<std::net::Ipv4Addr>,
+        reason: String,
+        message: String,
+    },
+    /// The node went away (fault injected); the Machine stays, as it would on a real cloud.
+    Lost {
+        ip: std::net::Ipv4Addr,
+        node: String,
+    },
+}
+
+struct Controller {
+    client: kube::Client,
+    options: SimOptions,
+    state: Arc<Mutex<State>>,
+    /// The last status written per object, to skip writes that change nothing.
+    written: HashMap<String, Value>,
+}
+
+fn resource(group: &str, kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1beta2", kind))
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: &str) -> Value {
+    json!({ "type": type_, "status": if ok { "True" } else { "False" }, "reason": reason, "message": message, "lastTransitionTime": now() })
+}
+
+/// Conditions without their times, to compare desired with written status.
+fn without_times(mut status: Value) -> Value {
+    if let Some(conditions) = status
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for c in conditions {
+            if let Some(o) = c.as_object_mut() {
+                o.remove("lastTransitionTime");
+            }
+        }
+    }
+    status
+}
+
+impl Controller {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn api<K>(&self, ns: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    fn list_params(&self) -> ListParams {
+        ListParams::default()
+    }
+
+    fn all<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match &self.options.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            let pass = async {
+                self.sim_clusters().await?;
+                self.clusters().await?;
+                self.machine_deployments().await?;
+                self.machine_sets().await?;
+                self.machines().await?;
+                Ok::<(), kube::Error>(())
+            };
+            if let Err(e) = pass.await {
+                tracing::debug!(error = %e, "pass failed; next pass retries");
+            }
+            tokio::time::sleep(self.options.period).await;
+        }
+    }
+
+    /// Writes `status` (a `{"status": …}` merge patch) unless the last write was the same.
+    async fn write_status(&mut self, api: &Api<DynamicObject>, name: &str, status: Value) {
+        let key = format!("{}/{}/{name}", api.resource_url(), name);
+        let compared = without_times(status.clone());
+        if self.written.get(&key) == Some(&compared) {
+            return;
+        }
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+        {
+            Ok(_) => {
+                self.written.insert(key, compared);
+            }
+            Err(e) => tracing::debug!(object = name, error = %e, "status write failed"),
+        }
+    }
+
+    fn dynamic(&self, ns: &str, group: &str, kind: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), ns, &resource(group, kind))
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Infrastructure: SimCluster
+    // ----------------------------------------------------------------------------------------
+
+    async fn sim_clusters(&mut self) -> Result<(), kube::Error> {
+        let list = self.all::<SimCluster>().list(&self.list_params()).await?;
+        for sc in list.items {
+            let ns = sc.namespace().unwrap_or_default();
+            let name = sc.name_any();
+            let key = (ns.clone(), name.clone());
+            if !self.lock().clusters.contains_key(&key) {
+                let ip = match sc.spec.control_plane_endpoint.as_ref() {
+                    Some(e) if !e.host.is_empty() => e.host.parse().ok(),
+                    _ => None,
+                }
+                .unwrap_or_else(|| self.lock().addresses.next());
+                let port = sc
+                    .spec
+                    .control_plane_endpoint
+                    .as_ref()
+                    .map(|e| e.port as u16)
+                    .filter(|p| *p > 0)
+                    .unwrap_or(6443);
+                let lb = match LoadBalancer::start(ip, port).await {
+                    Ok(lb) => lb,
+                    Err(e) => {
+                        tracing::warn!(sim_cluster = %name, error = %e, "cannot start the load balancer");
+                        continue;
+                    }
+                };
+                tracing::info!(sim_cluster = %name, endpoint = %lb.address(), "load balancer started");
+                self.lock().clusters.insert(
+                    key.clone(),
+                    ClusterRuntime {
+                        lb,
+                        workload: None,
+                        next_join_fault: None,
+                    },
+                );
+            }
+            let address = self.lock().clusters[&key].lb.address();
+            let api = self.dynamic(&ns, crate::api::GROUP, "SimCluster");
+            if sc
+                .spec
+                .control_plane_endpoint
+                .as_ref()
+                .is_none_or(|e| e.host.is_empty())
+            {
+                let patch = json!({ "spec": { "controlPlaneEndpoint": { "host": address.ip().to_string(), "port": address.port() } } });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            if let Some(value) = sc.annotations().get(faults::NEXT_JOIN_FAULT_ANNOTATION) {
+                let delay = sc
+                    .annotations()
+                    .get(faults::FAULT_DELAY_ANNOTATION)
+                    .map(String::as_str);
+                match faults::parse(value, delay) {
+                    Ok(fault) => {
+                        self.lock()
+                            .clusters
+                            .get_mut(&key)
+                            .expect("inserted above")
+                            .next_join_fault = Some(fault);
+                        let patch = json!({ "metadata": { "annotations": { faults::NEXT_JOIN_FAULT_ANNOTATION: null } } });
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await?;
+                        tracing::info!(sim_cluster = %name, ?fault, "fault armed for the next control-plane join");
+                    }
+                    Err(e) => {
+                        tracing::warn!(sim_cluster = %name, error = %e, "ignoring fault annotation")
+                    }
+                }
+            }
+            let domains: Vec<Value> = sc
+                .spec
+                .failure_domains
+                .iter()
+                .map(|d| json!({ "name": d, "controlPlane": true }))
+                .collect();
+            let status = json!({ "status": {
+                "initialization": { "provisioned": true },
+                "ready": true,
+                "failureDomains": domains,
+            } });
+            self.write_status(&api, &name, status).await;
+        }
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Core: Cluster
+    // ----------------------------------------------------------------------------------------
+
+    async fn clusters(&mut self) -> Result<(), kube::Error> {
+        let list = self.all::<Cluster>().list(&self.list_params()).await?;
+        for cluster in list.items {
+            let ns = cluster.namespace().unwrap_or_default();
+            let name = cluster.name_any();
+            let Some(infra) = cluster.spec.infrastructure_ref.clone() else {
+                continue;
+            };
+            if infra.kind != "SimCluster" {
+                continue;
+            }
+            let Some(sc) = self.api::<SimCluster>(&ns).get_opt(&infra.name).await? else {
+                continue;
+            };
+            // The Cluster owns its infrastructure and control plane, as core Cluster API records it.
+            let owner = owner_ref(&cluster, "Cluster");
+            self.ensure_owner(&ns, crate::api::GROUP, "SimCluster", &infra.name, &owner)
+                .await?;
+            if let Some(cp) = &cluster.spec.control_plane_ref {
+                self.ensure_owner(&ns, &cp.api_group, &cp.kind, &cp.name, &owner)
+                    .await?;
+            }
+            let api = self.dynamic(&ns, "cluster.x-k8s.io", "Cluster");
+            let endpoint = sc
+                .spec
+                .control_plane_endpoint
+                .clone()
+                .filter(|e| !e.host.is_empty());
+            let has_endpoint = cluster
+                .spec
+                .control_plane_endpoint
+                .as_ref()
+                .is_some_and(|e| e.host.as_deref().is_some_and(|h| !h.is_empty()));
+            if let (false, Some(e)) = (has_endpoint, &endpoint) {
+                let patch = json!({ "spec": { "controlPlaneEndpoint": { "host": e.host, "port": e.port } } });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            let provisioned = sc
+                .status
+                .as_ref()
+                .and_then(|s| s.initialization.as_ref())
+                .and_then(|i| i.provisioned)
+                == Some(true);
+            let cp_initialized = match &cluster.spec.control_plane_ref {
+                Some(r) => self
+                    .dynamic(&ns, &r.api_group, &r.kind)
+                    .get_opt(&r.name)
+                    .await?
+                    .and_then(|cp| {
+                        cp.data
+                            .pointer("/status/initialization/controlPlaneInitialized")
+                            .and_then(Value::as_bool)
+                    })
+                    .unwrap_or(false),
+                None => false,
+            };
+            let domains = sc
+                .status
+                .as_ref()
+                .map(|s| s.failure_domains.clone())
+                .unwrap_or_default();
+            let phase = if !provisioned {
+                "Provisioning"
+            } else {
+                "Provisioned"
+            };
+            let status = json!({ "status": {
+                "initialization": { "infrastructureProvisioned": provisioned, "controlPlaneInitialized": cp_initialized },
+                "failureDomains": domains,
+                "phase": phase,
+                "conditions": [
+                    condition("InfrastructureReady", provisioned, if provisioned { "Ready" } else { "NotReady" }, ""),
+                    condition("ControlPlaneInitialized", cp_initialized, if cp_initialized { "Initialized" } else { "NotInitialized" }, ""),
+                ],
+            } });
+            self.write_status(&api, &name, status).await;
+            // Once a control-plane node runs, the simulator talks to the workload cluster as an admin.
+            let key = (ns.clone(), infra.name.clone());
+            let needs_client = self
+                .lock()
+                .clusters
+                .get(&key)
+                .is_some_and(|c| c.workload.is_none());
+            if needs_client {
+                let ca = self.lock().machines.values().find_map(|m| match m {
+                    MachineRuntime::Running { node, .. } => node.cluster_ca.clone(),
+                    _ => None,
+                });
+                if let Some((cert, key_pem)) = ca {
+                    let lb = self.lock().clusters[&key].lb.address();
+                    match node::admin_client(&format!("https://{lb}"), &cert, &key_pem).await {
+                        Ok(client) => {
+                            if let Some(c) = self.lock().clusters.get_mut(&key) {
+                                c.workload = Some(client);
+                            }
+                        }
+                        Err(e) => tracing::warn!(cluster = %name, error = %e, "no workload client"),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `owner` to the object's owner references unless an owner with that UID is there.
+    async fn ensure_owner(
+        &self,
+        ns: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+        owner: &Value,
+    ) -> Result<(), kube::Error> {
+        let api = self.dynamic(ns, group, kind);
+        let Some(obj) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let uid = owner["uid"].as_str().unwrap_or_default();
+        if obj.owner_references().iter().any(|o| o.uid == uid) {
+            return Ok(());
+        }
+        let mut owners: Vec<Value> = obj
+            .owner_references()
+            .iter()
+            .map(|o| serde_json::to_value(o).expect("serializes"))
+            .collect();
+        let mut owner = owner.clone();
+        // Only one controller owner is allowed; the Cluster owns without controlling.
+        owner["controller"] = json!(false);
+        owners.push(owner);
+        let patch = json!({ "metadata": { "ownerReferences": owners } });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Core: MachineDeployment → MachineSets
+    // ----------------------------------------------------------------------------------------
+
+    async fn machine_deployments(&mut self) -> Result<(), kube::Error> {
+        let list = self
+            .all::<MachineDeployment>()
+            .list(&self.list_params())
+            .await?;
+        for md in list.items {
+            let ns = md.namespace().unwrap_or_default();
+            let name = md.name_any();
+            let md_api = self.api::<MachineDeployment>(&ns);
+            let set_api = self.api::<MachineSet>(&ns);
+            let owned: Vec<MachineSet> = set_api
+                .list(&ListParams::default().labels(&format!("{DEPLOYMENT_NAME_LABEL}={name}")))
+                .await?
+                .items;
+            if md.meta().deletion_timestamp.is_some() {
+                for set in owned
+                    .iter()
+                    .filter(|s| s.meta().deletion_timestamp.is_none())
+                {
+                    set_api
+                        .delete(&set.name_any(), &DeleteParams::default())
+                        .await?;
+                }
+                if owned.is_empty() {
+                    remove_finalizer(
+                        &md_api,
+                        &name,
+                        md.finalizers(),
+                        MACHINE_DEPLOYMENT_FINALIZER,
+                    )
+                    .await?;
+                }
+                continue;
+            }
+            add_finalizer(
+                &md_api,
+                &name,
+                md.finalizers(),
+                MACHINE_DEPLOYMENT_FINALIZER,
+            )
+            .await?;
+            let hash = template_hash(
+                &md.spec.template.spec.bootstrap.config_ref,
+                &md.spec.template.spec.infrastructure_ref,
+                md.spec.template.spec.version.as_deref(),
+            );
+            let desired_name = format!("{name}-{hash}");
+            let replicas = md.spec.replicas.unwrap_or(1);
+            let current = owned.iter().find(|s| s.name_any() == desired_name);
+            match current {
+                None => {
+                    let mut labels: BTreeMap<String, String> = md
+                        .spec
+                        .template
+                        .metadata
+                        .as_ref()
+                        .map(|m| m.labels.clone())
+                        .unwrap_or_default();
+                    labels.insert(CLUSTER_NAME_LABEL.into(), md.spec.cluster_name.clone());
+                    labels.insert(DEPLOYMENT_NAME_LABEL.into(), name.clone());
+                    labels.insert(TEMPLATE_HASH_LABEL.into(), hash.clone());
+                    let mut template = serde_json::to_value(&md.spec.template).expect("serializes");
+                    template["metadata"]["labels"] = json!(labels);
+                    let set = json!({
+                        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+                        "metadata": {
+                            "name": desired_name, "namespace": ns, "labels": labels,
+                            "ownerReferences": [owner_ref(&md, "MachineDeployment")],
+                        },
+                        "spec": {
+                            "clusterName": md.spec.cluster_name,
+                            "replicas": replicas,
+                            "selector": { "matchLabels": { DEPLOYMENT_NAME_LABEL: name, TEMPLATE_HASH_LABEL: hash } },
+                            "template": template,
+                        },
+                    });
+                    let set: MachineSet = serde_json::from_value(set).expect("a valid MachineSet");
+                    tracing::info!(machine_deployment = %name, machine_set = %desired_name, "creating MachineSet");
+                    set_api.create(&PostParams::default(), &set).await?;
+                }
+                Some(set) => {
+                    if set.spec.replicas != Some(replicas) {
+                        let patch = json!({ "spec": { "replicas": replicas } });
+                        set_api
+                            .patch(
+                                &desired_name,
+                                &PatchParams::default(),
+                                &Patch::Merge(&patch),
+                            )
+                            .await?;
+                    }
+                    // The new set is complete: the old ones go.
+                    let ready = set
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.ready_replicas)
+                        .unwrap_or(0);
+                    if ready >= replicas {
+                        for old in owned.iter().filter(|s| {
+                            s.name_any() != desired_name && s.meta().deletion_timestamp.is_none()
+                        }) {
+                            tracing::info!(machine_deployment = %name, machine_set = %old.name_any(), "removing outdated MachineSet");
+                            set_api
+                                .delete(&old.name_any(), &DeleteParams::default())
+                                .await?;
+                        }
+                    }
+                }
+            }
+            let sum =
+                |f: fn(&kubeadm_api::cluster::v1beta2::MachineSetStatus) -> Option<i32>| -> i32 {
+                    owned
+                        .iter()
+                        .filter_map(|s| s.status.as_ref().and_then(f))
+                        .sum()
+                };
+            let up_to_date = current
+                .and_then(|s| s.status.as_ref())
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0);
+            let total = sum(|s| s.replicas);
+            let ready = sum(|s| s.ready_replicas);
+            let phase = if owned.len() == 1 && ready == replicas && total == replicas {
+                "Running"
+            } else {
+                "ScalingUp"
+            };
+            let status = json!({ "status": {
+                "replicas": total, "readyReplicas": ready, "availableReplicas": ready, "upToDateReplicas": up_to_date,
+                "selector": format!("{DEPLOYMENT_NAME_LABEL}={name}"), "phase": phase,
+            } });
+            let api = self.dynamic(&ns, "cluster.x-k8s.io", "MachineDeployment");
+            self.write_status(&api, &name, status).await;
+        }
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Core: MachineSet → Machines
+    // ----------------------------------------------------------------------------------------
+
+    async fn machine_sets(&mut self) -> Result<(), kube::Error> {
+        let list = self.all::<MachineSet>().list(&self.list_params()).await?;
+        for set in list.items {
+            let ns = set.namespace().unwrap_or_default();
+            let name = set.name_any();
+            let set_api = self.api::<MachineSet>(&ns);
+            let machine_api = self.api::<Machine>(&ns);
+            let mut owned: Vec<Machine> = machine_api
+                .list(&ListParams::default().labels(&format!("{SET_NAME_LABEL}={name}")))
+                .await?
+                .items;
+            owned.sort_by_key(|m| m.creation_timestamp().map(|t| t.0));
+            if set.meta().deletion_timestamp.is_some() {
+                for m in owned
+                    .iter()
+                    .filter(|m| m.meta().deletion_timestamp.is_none())
+                {
+                    machine_api
+                        .delete(&m.name_any(), &DeleteParams::default())
+                        .await?;
+                }
+                if owned.is_empty() {
+                    remove_finalizer(&set_api, &name, set.finalizers(), MACHINE_SET_FINALIZER)
+                        .await?;
+                }
+                continue;
+            }
+            add_finalizer(&set_api, &name, set.finalizers(), MACHINE_SET_FINALIZER).await?;
+            let live: Vec<&Machine> = owned
+                .iter()
+                .filter(|m| m.meta().deletion_timestamp.is_none())
+                .collect();
+            let replicas = set.spec.replicas.unwrap_or(1).max(0) as usize;
+            if live.len() < replicas {
+                self.create_machine(&set).await?;
+            } else if live.len() > replicas {
+                // Newest first: the oldest machines have served longest without trouble.
+                let victim = live.last().expect("more than zero");
+                tracing::info!(machine_set = %name, machine = %victim.name_any(), "scaling down");
+                machine_api
+                    .delete(&victim.name_any(), &DeleteParams::default())
+                    .await?;
+            }
+            let ready = owned
+                .iter()
+                .filter(|m| m.status.as_ref().is_some_and(|s| s.node_ref.is_some()))
+                .count() as i32;
+            let status = json!({ "status": {
+                "replicas": owned.len(), "readyReplicas": ready, "availableReplicas": ready, "upToDateReplicas": ready,
+                "selector": format!("{SET_NAME_LABEL}={name}"),
+            } });
+            let api = self.dynamic(&ns, "cluster.x-k8s.io", "MachineSet");
+            self.write_status(&api, &name, status).await;
+        }
+        Ok(())
+    }
+
+    /// One Machine from the set's template, with its bootstrap config and infrastructure machine cloned
+    /// from their templates and owned by the Machine.
+    async fn create_machine(&mut self, set: &MachineSet) -> Result<(), kube::Error> {
+        let ns = set.namespace().unwrap_or_default();
+        let set_name = set.name_any();
+        let suffix = random_suffix();
+        let name = format!("{set_name}-{suffix}");
+        let spec = &set.spec.template.spec;
+        let Some(config_template) = spec.bootstrap.config_ref.clone() else {
+            tracing::warn!(machine_set = %set_name, "template has no bootstrap.configRef; nothing to create");
+            return Ok(());
+        };
+        let infra_template = spec.infrastructure_ref.clone();
+        let bootstrap_tpl = self
+            .dynamic(&ns, &config_template.api_group, &config_template.kind)
+            .get(&config_template.name)
+            .await?;
+        let infra_tpl = self
+            .dynamic(&ns, &infra_template.api_group, &infra_template.kind)
+            .get(&infra_template.name)
+            .await?;
+        let mut labels: BTreeMap<String, String> = set
+            .spec
+            .template
+            .metadata
+            .as_ref()
+            .map(|m| m.labels.clone())
+            .unwrap_or_default();
+        labels.insert(CLUSTER_NAME_LABEL.into(), set.spec.cluster_name.clone());
+        labels.insert(SET_NAME_LABEL.into(), set_name.clone());
+        let annotations = set
+            .spec
+            .template
+            .metadata
+            .as_ref()
+            .map(|m| m.annotations.clone())
+            .unwrap_or_default();
+        let config_kind = config_template.kind.trim_end_matches("Template").to_owned();
+        let infra_kind = infra_template.kind.trim_end_matches("Template").to_owned();
+        let machine = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {
+                "name": name, "namespace": ns, "labels": labels, "annotations": annotations,
+                "ownerReferences": [owner_ref(set, "MachineSet")],
+            },
+            "spec": {
+                "clusterName": set.spec.cluster_name,
+                "version": spec.version,
+                "bootstrap": { "configRef": { "apiGroup": config_template.api_group, "kind": config_kind, "name": name } },
+                "infrastructureRef": { "apiGroup": infra_template.api_group, "kind": infra_kind, "name": name },
+                "failureDomain": spec.failure_domain,
+            },
+        });
+        let machine: Machine = serde_json::from_value(machine).expect("a valid Machine");
+        let created = self
+            .api::<Machine>(&ns)
+            .create(&PostParams::default(), &machine)
+            .await?;
+        let owner = owner_ref(&created, "Machine");
+        let template_meta = |tpl: &DynamicObject| {
+            let mut meta = tpl
+                .data
+                .pointer("/spec/template/metadata")
+                .cloned()
+                .unwrap_or(json!({}));
+            let mut l: BTreeMap<String, String> = meta
+                .get("labels")
+                .and_then(|l| serde_json::from_value(l.clone()).ok())
+                .unwrap_or_default();
+            l.insert(CLUSTER_NAME_LABEL.into(), set.spec.cluster_name.clone());
+            meta["labels"] = json!(l);
+            meta["name"] = json!(name);
+            meta["namespace"] = json!(ns);
+            meta["ownerReferences"] = json!([owner]);
+            meta
+        };
+        let config = json!({
+            "apiVersion": format!("{}/v1beta2", config_template.api_group), "kind": config_kind,
+            "metadata": template_meta(&bootstrap_tpl),
+            "spec": bootstrap_tpl.data.pointer("/spec/template/spec").cloned().unwrap_or(json!({})),
+        });
+        let infra = json!({
+            "apiVersion": format!("{}/v1beta2", infra_template.api_group), "kind": infra_kind,
+            "metadata": template_meta(&infra_tpl),
+            "spec": infra_tpl.data.pointer("/spec/template/spec").cloned().unwrap_or(json!({})),
+        });
+        let post = |kind: &str, group: &str, value: Value| {
+            let api = self.dynamic(&ns, group, kind);
+            async move {
+                let obj: DynamicObject = serde_json::from_value(value).expect("a valid object");
+                api.create(&PostParams::default(), &obj).await
+            }
+        };
+        post(&config_kind, &config_template.api_group, config).await?;
+        post(&infra_kind, &infra_template.api_group, infra).await?;
+        tracing::info!(machine_set = %set_name, machine = %name, "created Machine");
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Core: Machine, and the SimMachine it boots
+    // ----------------------------------------------------------------------------------------
+
+    async fn machines(&mut self) -> Result<(), kube::Error> {
+        let list = self.all::<Machine>().list(&self.list_params()).await?;
+        let present: std::collections::HashSet<Key> = list
+            .items
+            .iter()
+            .map(|m| (m.namespace().unwrap_or_default(), m.name_any()))
+            .collect();
+        // Machines deleted behind our back (finalizer removed by someone else): stop their nodes.
+        let orphans: Vec<Key> = self
+            .lock()
+            .machines
+            .keys()
+            .filter(|k| !present.contains(*k))
+            .cloned()
+            .collect();
+        for key in orphans {
+            let runtime = self.lock().machines.remove(&key);
+            stop_runtime(runtime);
+        }
+        for machine in list.items {
+            if let Err(e) = self.machine(&machine).await {
+                tracing::debug!(machine = %machine.name_any(), error = %e, "machine pass failed");
+            }
+        }
+        Ok(())
+    }
+
+    fn cluster_key(&self, ns: &str, cluster: &Cluster) -> Option<Key> {
+        let infra = cluster.spec.infrastructure_ref.as_ref()?;
+        (infra.kind == "SimCluster").then(|| (ns.to_owned(), infra.name.clone()))
+    }
+
+    async fn machine(&mut self, machine: &Machine) -> Result<(), kube::Error> {
+        let ns = machine.namespace().unwrap_or_default();
+        let name = machine.name_any();
+        let key = (ns.clone(), name.clone());
+        let machine_api = self.api::<Machine>(&ns);
+        let Some(cluster) = self
+            .api::<Cluster>(&ns)
+            .get_opt(&machine.spec.cluster_name)
+            .await?
+        else {
+            return Ok(());
+        };
+        let Some(cluster_key) = self.cluster_key(&ns, &cluster) else {
+            return Ok(());
+        };
+        let infra = &machine.spec.infrastructure_ref;
+        let sim_machine = if infra.kind == "SimMachine" {
+            self.api::<SimMachine>(&ns).get_opt(&infra.name).await?
+        } else {
+            None
+        };
+
+        if machine.meta().deletion_timestamp.is_some() {
+            return self.delete_machine(machine, &cluster_key).await;
+        }
+        add_finalizer(&machine_api, &name, machine.finalizers(), MACHINE_FINALIZER).await?;
+        // The Machine owns its bootstrap config and infrastructure machine, which is how the bootstrap
+        // provider finds the Machine of a config.
+        let owner = owner_ref(machine, "Machine");
+        if let Some(r) = &machine.spec.bootstrap.config_ref {
+            self.ensure_owner(&ns, &r.api_group, &r.kind, &r.name, &owner)
+                .await?;
+        }
+        self.ensure_owner(&ns, &infra.api_group, &infra.kind, &infra.name, &owner)
+            .await?;
+
+        // Bootstrap data: copied from the bootstrap config's status, as core Cluster API does.
+        let mut data_secret = machine.spec.bootstrap.data_secret_name.clone();
+        if data_secret.is_none()
+            && let Some(config_ref) = &machine.spec.bootstrap.config_ref
+            && let Some(config) = self
+                .dynamic(&ns, &config_ref.api_group, &config_ref.kind)
+                .get_opt(&config_ref.name)
+                .await?
+            && let Some(secret) = config
+                .data
+                .pointer("/status/dataSecretName")
+                .and_then(Value::as_str)
+        {
+            let patch = json!({ "spec": { "bootstrap": { "dataSecretName": secret } } });
+            machine_api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            data_secret = Some(secret.to_owned());
+        }
+
+        let has_runtime = self.lock().machines.contains_key(&key);
+        if !has_runtime && let (Some(secret), Some(sim)) = (&data_secret, &sim_machine) {
+            self.start_boot(machine, sim, secret, &cluster_key).await?;
+        }
+        self.settle_boot(&key, &cluster_key);
+        self.write_machine_status(machine, sim_machine.as_ref(), data_secret.is_some())
+            .await;
+        Ok(())
+    }
+
+    /// Reads the bootstrap data and starts the node's boot task, or records why it cannot boot.
+    async fn start_boot(
+        &mut self,
+        machine: &Machine,
+        sim: &SimMachine,
+        secret_name: &str,
+        cluster_key: &Key,
+    ) -> Result<(), kube::Error> {
+        let ns = machine.namespace().unwrap_or_default();
+        let name = machine.name_any();
+        let key = (ns.clone(), name.clone());
+        let Some(secret) = self.api::<Secret>(&ns).get_opt(secret_name).await? else {
+            return Ok(());
+        };
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("value"))
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned());
+        let Some((endpoint, workload, next_fault)) =
+            self.lock().clusters.get(cluster_key).map(|c| {
+                (
+                    c.lb.address().to_string(),
+                    c.workload.clone(),
+                    c.next_join_fault,
+                )
+            })
+        else {
+            return Ok(());
+        };
+        let instance = InstanceData {
+            local_hostname: name.clone(),
+            instance_id: format!("sim://{ns}/{name}"),
+        };
+        let plan = data
+            .ok_or_else(|| format!("bootstrap data secret {secret_name} has no key `value`"))
+            .and_then(|d| {
+                kubeadm_config::render_jinja(&format!("secret {secret_name}"), &d, &instance)
+                    .map_err(|e| e.to_string())
+            })
+            .and_then(|d| {
+                cloud_config::parse(&d).map_err(|e| format!("secret {secret_name}: {e}"))
+            });
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(message) => {
+                tracing::warn!(machine = %name, %message, "invalid bootstrap data");
+                self.lock().machines.insert(
+                    key,
+                    MachineRuntime::Failed {
+                        ip: None,
+                        reason: "InvalidBootstrapData".into(),
+                        message,
+                    },
+                );
+                return Ok(());
+            }
+        };
+        let join = matches!(plan.kubeadm, KubeadmCommand::Join { .. });
+        if join && workload.is_none() {
+            // kubeadm join retries discovery until the endpoint answers.
+            return Ok(());
+        }
+        let empty = BTreeMap::new();
+        let mut fault = match faults::of_machine(&[
+            machine.metadata.annotations.as_ref().unwrap_or(&empty),
+            sim.metadata.annotations.as_ref().unwrap_or(&empty),
+        ]) {
+            Ok(f) => f,
+            Err(e) => {
+                self.lock().machines.insert(
+                    key,
+                    MachineRuntime::Failed {
+                        ip: None,
+                        reason: "InvalidFault".into(),
+                        message: e.to_string(),
+                    },
+                );
+                return Ok(());
+            }
+        };
+        let control_plane_join = join && machine.labels().contains_key(CONTROL_PLANE_LABEL);
+        if fault.is_none() && control_plane_join && next_fault.is_some() {
+            fault = next_fault;
+            if let Some(c) = self.lock().clusters.get_mut(cluster_key) {
+                c.next_join_fault = None;
+            }
+        }
+        let ip = self.lock().addresses.next();
+        if let Some(fault) = fault {
+            self.lock()
+                .applied_faults
+                .push((ns.clone(), name.clone(), fault));
+        }
+        let request = BootRequest {
+            machine: name.clone(),
+            namespace: ns.clone(),
+            ip,
+            dir: self.options.dir.join(&ns).join(&name),
+            fault,
+            endpoint,
+            workload,
+        };
+        std::fs::create_dir_all(&request.dir).ok();
+        tracing::info!(machine = %name, %ip, ?fault, command = ?plan.kubeadm, "booting");
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let result = node::boot(&request, &plan).await;
+            match &result {
+                Ok(_) => {
+                    tracing::info!(machine = %request.machine, elapsed = ?started.elapsed(), "node is up")
+                }
+                Err(e) => tracing::warn!(machine = %request.machine, error = %e, "boot failed"),
+            }
+            result
+        });
+        self.lock()
+            .machines
+            .insert(key, MachineRuntime::Booting { ip, fault, task });
+        // The VM exists now: the infrastructure machine is provisioned.
+        let sim_api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
+        let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
+        sim_api
+            .patch(
+                &sim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Moves finished boots to Running or Failed; loses nodes whose fault says so.
+    fn settle_boot(&mut self, key: &Key, cluster_key: &Key) {
+        let mut state = self.lock();
+        let State {
+            machines, clusters, ..
+        } = &mut *state;
+        let Some(runtime) = machines.get_mut(key) else {
+            return;
+        };
+        match runtime {
+            MachineRuntime::Booting { ip, fault, task } if task.is_finished() => {
+                let (ip, fault) = (*ip, *fault);
+                let result = futures::FutureExt::now_or_never(task).expect("finished");
+                *runtime = match result {
+                    Ok(Ok(node)) => {
+                        if let (Some(addr), Some(c)) = (node.api_server, clusters.get(cluster_key))
+                        {
+                            c.lb.add_backend(addr);
+                        }
+                        let lose_at = match fault {
+                            Some(Fault::LostAfterJoin(after)) => Some(Instant::now() + after),
+                            _ => None,
+                        };
+                        MachineRuntime::Running {
+                            node: Box::new(node),
+                            lose_at,
+                        }
+                    }
+                    Ok(Err(e)) => MachineRuntime::Failed {
+                        ip: Some(ip),
+                        reason: e.reason().into(),
+                        message: e.to_string(),
+                    },
+                    Err(e) => MachineRuntime::Failed {
+                        ip: Some(ip),
+                        reason: "BootPanicked".into(),
+                        message: e.to_string(),
+                    },
+                };
+            }
+            MachineRuntime::Running { node, lose_at }
+                if lose_at.is_some_and(|t| Instant::now() >= t) =>
+            {
+                tracing::info!(node = %node.name, "node lost (fault injected)");
+                if let (Some(addr), Some(c)) = (node.api_server, clusters.get(cluster_key)) {
+                    c.lb.remove_backend(addr);
+                }
+                let (ip, name) = (node.ip, node.name.clone());
+                let old = std::mem::replace(runtime, MachineRuntime::Lost { ip, node: name });
+                stop_runtime(Some(old));
+            }
+            _ => {}
+        }
+    }
+
+    async fn write_machine_status(
+        &mut self,
+        machine: &Machine,
+        sim: Option<&SimMachine>,
+        bootstrap_ready: bool,
+    ) {
+        let ns = machine.namespace().unwrap_or_default();
+        let name = machine.name_any();
+        let key = (ns.clone(), name.clone());
+        let (phase, node, ip, failure) = {
+            let state = self.lock();
+            match state.machines.get(&key) {
+                None if bootstrap_ready => ("Provisioning", None, None, None),
+                None => ("Pending", None, None, None),
+                Some(MachineRuntime::Booting { ip, .. }) => ("Provisioned", None, Some(*ip), None),
+                Some(MachineRuntime::Running { node, .. }) => {
+                    ("Running", Some(node.name.clone()), Some(node.ip), None)
+                }
+                Some(MachineRuntime::Lost { ip, node }) => (
+                    "Running",
+                    Some(node.clone()),
+                    Some(*ip),
+                    Some((
+                        "NodeLost".to_owned(),
+                        format!("node {node} stopped answering"),
+                    )),
+                ),
+                Some(MachineRuntime::Failed {
+                    ip,
+                    reason,
+                    message,
+                }) => ("Failed", None, *ip, Some((reason.clone(), message.clone()))),
+            }
+        };
+        let provisioned = ip.is_some();
+        let addresses: Vec<Value> = ip
+            .map(|ip| {
+                vec![
+                    json!({ "type": "InternalIP", "address": ip.to_string() }),
+                    json!({ "type": "Hostname", "address": name }),
+                ]
+            })
+            .unwrap_or_default();
+        if let Some(sim) = sim {
+            let api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
+            let status = json!({ "status": {
+                "initialization": { "provisioned": provisioned },
+                "ready": provisioned,
+                "addresses": addresses,
+                "failureReason": failure.as_ref().map(|f| f.0.clone()),
+                "failureMessage": failure.as_ref().map(|f| f.1.clone()),
+            } });
+            self.write_status(&api, &sim.name_any(), status).await;
+        }
+        if provisioned && machine.spec.provider_id.is_none() {
+            let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
+            let _ = self
+                .api::<Machine>(&ns)
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+        }
+        let running = node.is_some() && failure.is_none();
+        let message = failure.as_ref().map(|f| f.1.clone()).unwrap_or_default();
+        let ours = [
+            condition(
+                "Ready",
+                running,
+                if running { "Ready" } else { "NotReady" },
+                &message,
+            ),
+            condition(
+                "Available",
+                running,
+                if running { "Available" } else { "NotAvailable" },
+                &message,
+            ),
+            condition(
+                "InfrastructureReady",
+                provisioned,
+                if provisioned { "Ready" } else { "NotReady" },
+                "",
+            ),
+            condition(
+                "BootstrapConfigReady",
+                bootstrap_ready,
+                if bootstrap_ready { "Ready" } else { "NotReady" },
+                "",
+            ),
+        ];
+        let existing: Vec<Value> = machine
+            .status
+            .as_ref()
+            .map(|s| {
+                s.conditions
+                    .iter()
+                    .map(|c| serde_json::to_value(c).expect("serializes"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let conditions = merge_conditions(&existing, ours.to_vec());
+        let mut status = json!({ "status": {
+            "phase": phase,
+            "initialization": { "bootstrapDataSecretCreated": bootstrap_ready, "infrastructureProvisioned": provisioned },
+            "addresses": addresses,
+            "conditions": conditions,
+        } });
+        if let Some(node) = node {
+            status["status"]["nodeRef"] = json!({ "name": node });
+        }
+        if let Some((reason, message)) = &failure {
+            status["status"]["deprecated"] =
+                json!({ "v1beta1": { "failureReason": reason, "failureMessage": message } });
+        }
+        let api = self.dynamic(&ns, "cluster.x-k8s.io", "Machine");
+        self.write_status(&api, &name, status).await;
+    }
+
+    /// A deleted Machine goes once no pre-terminate hook holds it: the node stops, leaves the workload
+    /// cluster, its bootstrap config and infrastructure machine are deleted, then the finalizer.
+    async fn delete_machine(
+        &mut self,
+        machine: &Machine,
+        cluster_key: &Key,
+    ) -> Result<(), kube::Error> {
+        let ns = machine.namespace().unwrap_or_default();
+        let name = machine.name_any();
+        let held = machine
+            .annotations()
+            .keys()
+            .any(|k| k.starts_with(PRE_TERMINATE_HOOK_PREFIX));
+        let api = self.dynamic(&ns, "cluster.x-k8s.io", "Machine");
+        if held {
+            let status = json!({ "status": { "phase": "Deleting" } });
+            self.write_status(&api, &name, status).await;
+            return Ok(());
+        }
+        let runtime = self.lock().machines.remove(&(ns.clone(), name.clone()));
+        let (workload, node_name) = {
+            let state = self.lock();
+            let c = state.clusters.get(cluster_key);
+            let node_name = match &runtime {
+                Some(MachineRuntime::Running { node, .. }) => {
+                    if let (Some(addr), Some(c)) = (node.api_server, c) {
+                        c.lb.remove_backend(addr);
+                    }
+                    Some(node.name.clone())
+                }
+                Some(MachineRuntime::Lost { node, .. }) => Some(node.clone()),
+                _ => None,
+            };
+            (c.and_then(|c| c.workload.clone()), node_name)
+        };
+        if runtime.is_some() {
+            tracing::info!(machine = %name, "stopping node");
+        }
+        stop_runtime(runtime);
+        if let (Some(workload), Some(node_name)) = (workload, node_name) {
+            let _ = tokio::time::timeout(WORKLOAD_TIMEOUT, node::deregister(&workload, &node_name))
+                .await;
+        }
+        if let Some(r) = &machine.spec.bootstrap.config_ref {
+            delete_ignoring_missing(&self.dynamic(&ns, &r.api_group, &r.kind), &r.name).await?;
+        }
+        let infra = &machine.spec.infrastructure_ref;
+        delete_ignoring_missing(
+            &self.dynamic(&ns, &infra.api_group, &infra.kind),
+            &infra.name,
+        )
+        .await?;
+        remove_finalizer(
+            &self.api::<Machine>(&ns),
+            &name,
+            machine.finalizers(),
+            MACHINE_FINALIZER,
+        )
+        .await
+    }
+}
+
+/// Stops a node's processes off the control loop (stopping waits for the processes to exit).
+fn stop_runtime(runtime: Option<MachineRuntime>) {
+    match runtime {
+        Some(MachineRuntime::Booting { task, .. }) => task.abort(),
+        Some(MachineRuntime::Running { node, .. }) => {
+            tokio::task::spawn_blocking(move || drop(node));
+        }
+        _ => {}
+    }
+}
+
+/// `ours` replace the conditions of the same type, keeping their transition time when the status is
+/// unchanged; conditions other controllers set (e.g. `OwnerRemediated`) stay as they are.
+fn merge_conditions(existing: &[Value], ours: Vec<Value>) -> Vec<Value> {
+    let type_of = |c: &Value| c["type"].as_str().unwrap_or_default().to_owned();
+    let mut merged: Vec<Value> = existing
+        .iter()
+        .filter(|c| !ours.iter().any(|o| type_of(o) == type_of(c)))
+        .cloned()
+        .collect();
+    for mut condition in ours {
+        if let Some(old) = existing
+            .iter()
+            .find(|c| type_of(c) == type_of(&condition) && c["status"] == condition["status"])
+        {
+            condition["lastTransitionTime"] = old["lastTransitionTime"].clone();
+        }
+        merged.push(condition);
+    }
+    merged.sort_by_key(type_of);
+    merged
+}
+
+async fn delete_ignoring_missing(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn add_finalizer<K>(
+    api: &Api<K>,
+    name: &str,
+    current: &[String],
+    finalizer: &str,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if current.iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let mut finalizers = current.to_vec();
+    finalizers.push(finalizer.to_owned());
+    let patch = json!({ "metadata": { "finalizers": finalizers } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
+async fn remove_finalizer<K>(
+    api: &Api<K>,
+    name: &str,
+    current: &[String],
+    finalizer: &str,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if !current.iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let finalizers: Vec<&String> = current.iter().filter(|f| *f != finalizer).collect();
+    let patch = json!({ "metadata": { "finalizers": finalizers } });
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn owner_ref<K: Resource<DynamicType = ()>>(obj: &K, kind: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind,
+        "name": obj.meta().name, "uid": obj.meta().uid, "controller": true, "blockOwnerDeletion": true,
+    })
+}
+
+/// A MachineSet per distinct (bootstrap template, infrastructure template, version): a new name of
+/// either template rolls the deployment.
+pub fn template_hash(
+    bootstrap: &Option<ContractVersionedObjectReference>,
+    infrastructure: &ContractVersionedObjectReference,
+    version: Option<&str>,
+) -> String {
+    let text = format!(
+        "{}/{}|{}/{}|{}",
+        bootstrap
+            .as_ref()
+            .map(|b| b.kind.as_str())
+            .unwrap_or_default(),
+        bootstrap
+            .as_ref()
+            .map(|b| b.name.as_str())
+            .unwrap_or_default(),
+        infrastructure.kind,
+        infrastructure.name,
+        version.unwrap_or_default()
+    );
+    // FNV-1a: stable across runs and builds, unlike the std hasher.
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for b in text.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..8)
+        .map(|i| ALPHABET[((hash >> (i * 7)) % ALPHABET.len() as u64) as usize] as char)
+        .collect()
+}
+
+fn random_suffix() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    let mut n = RandomState::new().hash_one(std::time::SystemTime::now());
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+            n /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(kind: &str, name: &str) -> ContractVersionedObjectReference {
+        ContractVersionedObjectReference {
+            kind: kind.into(),
+            name: name.into(),
+            api_group: "x".into(),
+        }
+    }
+
+    #[test]
+    fn a_new_template_name_gives_a_new_machine_set() {
+        let bootstrap = Some(reference("KubeadmConfigTemplate", "md-0-genw01"));
+        let infra = reference("SimMachineTemplate", "md-0-genw01");
+        let a = template_hash(&bootstrap, &infra, Some("v1.33.1"));
+        assert_eq!(
+            a,
+            template_hash(&bootstrap, &infra, Some("v1.33.1")),
+            "stable"
+        );
+        assert_eq!(a.len(), 8);
+        assert_ne!(
+            a,
+            template_hash(
+                &bootstrap,
+                &reference("SimMachineTemplate", "md-0-genw02"),
+                Some("v1.33.1")
+            )
+        );
+        assert_ne!(
+            a,
+            template_hash(
+                &Some(reference("KubeadmConfigTemplate", "md-0-genw02")),
+                &infra,
+                Some("v1.33.1")
+            )
+        );
+        assert_ne!(a, template_hash(&bootstrap, &infra, Some("v1.34.0")));
+    }
+
+    #[test]
+    fn other_controllers_conditions_survive_and_unchanged_ones_keep_their_time() {
+        let existing = vec![
+            json!({ "type": "OwnerRemediated", "status": "False", "reason": "WaitingForRemediation", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z" }),
+            json!({ "type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:01Z" }),
+            json!({ "type": "Available", "status": "False", "reason": "NotAvailable", "message": "", "lastTransitionTime": "2026-01-01T00:00:02Z" }),
+        ];
+        let merged = merge_conditions(
+            &existing,
+            vec![
+                condition("Ready", true, "Ready", ""),
+                condition("Available", true, "Available", ""),
+            ],
+        );
+        let types: Vec<&str> = merged.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["Available", "OwnerRemediated", "Ready"]);
+        assert_eq!(merged[1], existing[0]);
+        assert_eq!(merged[2]["lastTransitionTime"], "2026-01-01T00:00:01Z");
+        assert_ne!(
+            merged[0]["lastTransitionTime"], "2026-01-01T00:00:02Z",
+            "a changed status moves its time"
+        );
+    }
+
+    #[test]
+    fn status_comparison_ignores_transition_times() {
+        let a = json!({ "status": { "conditions": [condition("Ready", true, "Ready", "")] } });
+        std::thread::sleep(Duration::from_millis(2));
+        let b = json!({ "status": { "conditions": [condition("Ready", true, "Ready", "")] } });
+        assert_eq!(without_times(a), without_times(b));
+    }
+}

@@ -1,0 +1,948 @@
+//! A simulated node doing what kubeadm does on it, with real processes on the node's own loopback
+//! address: `init` starts a one-member etcd and kube-apiserver and uploads the cluster configuration; a
+//! control-plane `join` adds its etcd member as a learner, starts it, promotes it once in sync, then starts
+//! its kube-apiserver; every node registers its Node, and control-plane nodes the mirror pods of their
+//! static pods with kubeadm's and the patches' annotations. Dropping a [`Node`] stops its processes.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Certificate, ConnectOptions, Identity, MemberAddOptions, TlsOptions};
+use k8s_openapi::api::core::v1::{ConfigMap, Node as K8sNode, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use testenv::pki::{Ca, CertPair, Usage};
+use testenv::process::Process;
+
+use crate::cloud_config::{BootPlan, KubeadmCommand};
+use crate::faults::Fault;
+use crate::kubeadm_config::{self, ClusterFacts, InstanceData, NodeFacts};
+
+const PKI: &str = "/etc/kubernetes/pki";
+/// kubeadm's default when `localAPIEndpoint.bindPort` is not set.
+const API_SERVER_PORT: u16 = 6443;
+const ETCD_CLIENT_PORT: u16 = 2379;
+const ETCD_PEER_PORT: u16 = 2380;
+/// kubeadm waits this long for a learner to catch up before giving up on its promotion.
+const PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);
+/// etcd refuses membership changes for a few seconds after each change ("unhealthy cluster").
+const MEMBER_ADD_TIMEOUT: Duration = Duration::from_secs(60);
+const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(60);
+const API_SERVER_READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// The components kubeadm runs as static pods, in the order it starts them.
+pub const COMPONENTS: [&str; 4] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error(transparent)]
+    Data(#[from] crate::cloud_config::BootDataError),
+    #[error(transparent)]
+    Config(#[from] kubeadm_config::ConfigError),
+    #[error("{0}")]
+    Pki(String),
+    #[error("{what}: {reason}")]
+    Join { what: &'static str, reason: String },
+    #[error("etcd: {0}")]
+    Etcd(String),
+    #[error("kube-apiserver: {0}")]
+    ApiServer(String),
+    #[error("workload cluster API: {0}")]
+    Workload(String),
+    #[error("the node crashed during its join (fault injected)")]
+    Crashed,
+    #[error("{0}")]
+    Io(String),
+}
+
+impl BootError {
+    /// A short reason for `status.failureReason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BootError::Data(_) | BootError::Config(_) => "InvalidBootstrapData",
+            BootError::Pki(_) => "InvalidCertificates",
+            BootError::Join { .. } => "JoinFailed",
+            BootError::Etcd(_) => "EtcdFailed",
+            BootError::ApiServer(_) => "APIServerFailed",
+            BootError::Workload(_) => "WorkloadClusterUnreachable",
+            BootError::Crashed => "NodeCrashed",
+            BootError::Io(_) => "NodeIOError",
+        }
+    }
+}
+
+/// Where and as what a machine boots.
+pub struct BootRequest {
+    pub machine: String,
+    pub namespace: String,
+    pub ip: Ipv4Addr,
+    pub dir: PathBuf,
+    pub fault: Option<Fault>,
+    /// `host:port` of the cluster's control-plane endpoint (the load balancer).
+    pub endpoint: String,
+    /// A cluster-admin client through the endpoint, once the cluster is initialized.
+    pub workload: Option<kube::Client>,
+}
+
+impl BootRequest {
+    pub fn instance(&self) -> InstanceData {
+        InstanceData {
+            local_hostname: self.machine.clone(),
+            instance_id: self.provider_id(),
+        }
+    }
+
+    pub fn provider_id(&self) -> String {
+        format!("sim://{}/{}", self.namespace, self.machine)
+    }
+}
+
+/// A booted node and the processes it runs.
+pub struct Node {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub control_plane: bool,
+    /// Where its kube-apiserver listens (control-plane nodes).
+    pub api_server: Option<SocketAddr>,
+    pub etcd_client_url: Option<String>,
+    /// The etcd member ID when the node joined as a learner.
+    pub joined_as_learner: Option<u64>,
+    /// From the init node: the cluster CA (certificate, key) the simulator mints its admin client from.
+    pub cluster_ca: Option<(String, String)>,
+    etcd: Option<Process>,
+    apiserver: Option<Process>,
+}
+
+impl Node {
+    /// PIDs of the node's processes.
+    pub fn pids(&self) -> Vec<u32> {
+        self.etcd
+            .iter()
+            .chain(self.apiserver.iter())
+            .map(Process::pid)
+            .collect()
+    }
+
+    /// Stops every process of the node (etcd last, as the kubelet would not care either way).
+    pub fn stop(&mut self) {
+        if let Some(mut p) = self.apiserver.take() {
+            p.stop();
+        }
+        if let Some(mut p) = self.etcd.take() {
+            p.stop();
+        }
+    }
+
+    /// Whether a process of the node has exited by itself (e.g. an etcd member removed from its cluster).
+    pub fn exited(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in self.etcd.iter_mut().chain(self.apiserver.iter_mut()) {
+            if let Some(status) = p.try_exit_status() {
+                out.push(format!("{} exited ({status})", p.name()));
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Boots the node described by `plan`. Cancelling the future stops whatever it started.
+pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError> {
+    let rootfs = req.dir.join("rootfs");
+    write_files(&rootfs, &plan.files)?;
+    let config_path = plan.kubeadm.config_path().to_owned();
+    let docs = kubeadm_config::documents(&config_path, plan.kubeadm_config()?)?;
+    let init = matches!(plan.kubeadm, KubeadmCommand::Init { .. });
+    let facts = kubeadm_config::node_facts(&config_path, &docs, init)?;
+    let annotations = match &facts.patches_dir {
+        Some(dir) => kubeadm_config::patch_annotations(&plan.files, dir)?,
+        None => BTreeMap::new(),
+    };
+    if init {
+        let cluster =
+            docs.get("ClusterConfiguration")
+                .ok_or(kubeadm_config::ConfigError::MissingKind {
+                    file: config_path.clone(),
+                    kind: "ClusterConfiguration",
+                })?;
+        let cluster_facts = kubeadm_config::cluster_facts(cluster);
+        let raw = docs
+            .raw("ClusterConfiguration")
+            .unwrap_or_default()
+            .to_owned();
+        return control_plane(
+            req,
+            plan,
+            &rootfs,
+            &facts,
+            &cluster_facts,
+            Some(raw),
+            &annotations,
+        )
+        .await;
+    }
+    let workload = req.workload.clone().ok_or(BootError::Join {
+        what: "discovery",
+        reason: format!(
+            "the control-plane endpoint {} does not answer yet",
+            req.endpoint
+        ),
+    })?;
+    check_token(&workload, &facts).await?;
+    if facts.control_plane {
+        let raw = uploaded_cluster_configuration(&workload).await?;
+        let value: serde_json::Value =
+            serde_saphyr::from_str(&raw).map_err(|e| BootError::Join {
+                what: "kubeadm-config ConfigMap",
+                reason: format!("ClusterConfiguration is not valid YAML: {e}"),
+            })?;
+        let cluster_facts = kubeadm_config::cluster_facts(&value);
+        control_plane(
+            req,
+            plan,
+            &rootfs,
+            &facts,
+            &cluster_facts,
+            None,
+            &annotations,
+        )
+        .await
+    } else {
+        register_node(&workload, req, &facts.node_name, false).await?;
+        Ok(Node {
+            name: facts.node_name.clone(),
+            ip: req.ip,
+            control_plane: false,
+            api_server: None,
+            etcd_client_url: None,
+            joined_as_learner: None,
+            cluster_ca: None,
+            etcd: None,
+            apiserver: None,
+        })
+    }
+}
+
+/// `kubeadm init` or a control-plane `kubeadm join`.
+async fn control_plane(
+    req: &BootRequest,
+    plan: &BootPlan,
+    rootfs: &Path,
+    facts: &NodeFacts,
+    cluster: &ClusterFacts,
+    upload: Option<String>,
+    annotations: &BTreeMap<&'static str, BTreeMap<String, String>>,
+) -> Result<Node, BootError> {
+    let pki = rootfs.join(PKI.trim_start_matches('/'));
+    let cluster_ca = ca(plan, "ca")?;
+    let etcd_ca = ca(plan, "etcd/ca")?;
+    let ip = req.ip.to_string();
+    let name = &facts.node_name;
+    let etcd_hosts = [name.as_str(), ip.as_str(), "localhost", "127.0.0.1"];
+    let etcd_server = issue(&etcd_ca, name, None, &etcd_hosts, Usage::ServerAndClient)?;
+    write_pair(&pki, "etcd/server", &etcd_server)?;
+    write_pair(&pki, "etcd/peer", &etcd_server)?;
+    let healthcheck = issue(
+        &etcd_ca,
+        "kube-etcd-healthcheck-client",
+        None,
+        &[],
+        Usage::Client,
+    )?;
+    write_pair(&pki, "etcd/healthcheck-client", &healthcheck)?;
+    let apiserver_etcd = issue(
+        &etcd_ca,
+        "kube-apiserver-etcd-client",
+        None,
+        &[],
+        Usage::Client,
+    )?;
+    write_pair(&pki, "apiserver-etcd-client", &apiserver_etcd)?;
+    let etcd_ca_pem = plan.file(&format!("{PKI}/etcd/ca.crt"))?.to_owned();
+    let etcd_access = EtcdAccess {
+        ca_pem: etcd_ca_pem,
+        client: healthcheck,
+    };
+
+    let client_port = crate::network::port_on(req.ip, ETCD_CLIENT_PORT).map_err(io)?;
+    let peer_port = crate::network::port_on(req.ip, ETCD_PEER_PORT).map_err(io)?;
+    let client_url = format!("https://{ip}:{client_port}");
+    let peer_url = format!("https://{ip}:{peer_port}");
+
+    let (initial_cluster, state, learner) = match upload {
+        Some(_) => (format!("{name}={peer_url}"), "new", None),
+        None => {
+            let workload = req.workload.as_ref().expect("joins have a workload client");
+            let voters = etcd_urls_from_pods(workload).await?;
+            let (id, initial) = add_learner(&etcd_access, &voters, name, &peer_url).await?;
+            (initial, "existing", Some((id, voters)))
+        }
+    };
+    match req.fault {
+        Some(Fault::CrashMidJoin) if learner.is_some() => return Err(BootError::Crashed),
+        Some(Fault::EtcdNeverStarts) if learner.is_some() => {
+            tracing::info!(node = %name, "etcd never starts (fault injected)");
+            // The join hangs, as kubeadm's does waiting for a member that never comes up.
+            std::future::pending::<()>().await;
+        }
+        Some(Fault::EtcdSlowStart(delay)) => {
+            tracing::info!(node = %name, ?delay, "etcd starts late (fault injected)");
+            tokio::time::sleep(delay).await;
+        }
+        _ => {}
+    }
+    let data_dir = req.dir.join("etcd-data");
+    let mut cmd =
+        Command::new(testenv::binaries::etcd().map_err(|e| BootError::Etcd(e.to_string()))?);
+    let mut flags: BTreeMap<String, String> = [
+        ("name", name.clone()),
+        ("data-dir", data_dir.display().to_string()),
+        ("listen-client-urls", client_url.clone()),
+        ("advertise-client-urls", client_url.clone()),
+        ("listen-peer-urls", peer_url.clone()),
+        ("initial-advertise-peer-urls", peer_url.clone()),
+        ("initial-cluster", initial_cluster),
+        ("initial-cluster-state", state.to_owned()),
+        (
+            "cert-file",
+            pki.join("etcd/server.crt").display().to_string(),
+        ),
+        (
+            "key-file",
+            pki.join("etcd/server.key").display().to_string(),
+        ),
+        (
+            "trusted-ca-file",
+            pki.join("etcd/ca.crt").display().to_string(),
+        ),
+        ("client-cert-auth", "true".into()),
+        (
+            "peer-cert-file",
+            pki.join("etcd/peer.crt").display().to_string(),
+        ),
+        (
+            "peer-key-file",
+            pki.join("etcd/peer.key").display().to_string(),
+        ),
+        (
+            "peer-trusted-ca-file",
+            pki.join("etcd/ca.crt").display().to_string(),
+        ),
+        ("peer-client-cert-auth", "true".into()),
+        ("snapshot-count", "10000".into()),
+        ("logger", "zap".into()),
+        ("log-outputs", "stderr".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    for (flag, value) in &cluster.etcd_extra_args {
+        if !LOCAL_ETCD_FLAGS.contains(&flag.as_str()) {
+            flags.insert(flag.clone(), value.clone());
+        }
+    }
+    cmd.args(flags.iter().map(|(k, v)| format!("--{k}={v}")));
+    let mut etcd = Process::spawn(&format!("etcd {name}"), cmd, &req.dir.join("etcd.log"))
+        .map_err(|e| BootError::Etcd(e.to_string()))?;
+    wait_etcd_ready(&etcd_access, &client_url, &mut etcd).await?;
+    if let Some((id, voters)) = &learner {
+        promote(&etcd_access, voters, *id).await?;
+    }
+
+    // kube-apiserver, in front of this node's own etcd member as kubeadm's stacked control plane does.
+    let port = crate::network::port_on(req.ip, API_SERVER_PORT).map_err(io)?;
+    let api_address = SocketAddr::from((req.ip, port));
+    let endpoint_host = req
+        .endpoint
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or(&req.endpoint);
+    let mut sans = vec![
+        name.as_str(),
+        ip.as_str(),
+        endpoint_host,
+        "127.0.0.1",
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "10.96.0.1",
+    ];
+    sans.extend(cluster.api_server_cert_sans.iter().map(String::as_str));
+    if let Some(endpoint) = &cluster.control_plane_endpoint {
+        sans.push(
+            endpoint
+                .rsplit_once(':')
+                .map(|(h, _)| h)
+                .unwrap_or(endpoint),
+        );
+    }
+    let serving = issue(&cluster_ca, "kube-apiserver", None, &sans, Usage::Server)?;
+    write_pair(&pki, "apiserver", &serving)?;
+    plan.file(&format!("{PKI}/sa.key"))?;
+    plan.file(&format!("{PKI}/sa.pub"))?;
+    let mut cmd = Command::new(
+        testenv::binaries::kube_apiserver().map_err(|e| BootError::ApiServer(e.to_string()))?,
+    );
+    let file = |p: &str| pki.join(p).display().to_string();
+    cmd.arg(format!("--advertise-address={ip}"))
+        .arg(format!("--bind-address={ip}"))
+        .arg(format!("--secure-port={port}"))
+        .args([
+            "--insecure-port=0",
+            "--endpoint-reconciler-type=none",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--enable-bootstrap-token-auth=true",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--v=1",
+        ])
+        .arg(format!(
+            "--service-cluster-ip-range={}",
+            cluster.service_subnet.as_deref().unwrap_or("10.96.0.0/12")
+        ))
+        .arg(format!("--etcd-servers={client_url}"))
+        .arg(format!("--etcd-cafile={}", file("etcd/ca.crt")))
+        .arg(format!(
+            "--etcd-certfile={}",
+            file("apiserver-etcd-client.crt")
+        ))
+        .arg(format!(
+            "--etcd-keyfile={}",
+            file("apiserver-etcd-client.key")
+        ))
+        .arg(format!("--tls-cert-file={}", file("apiserver.crt")))
+        .arg(format!("--tls-private-key-file={}", file("apiserver.key")))
+        .arg(format!("--client-ca-file={}", file("ca.crt")))
+        .arg(format!("--service-account-key-file={}", file("sa.pub")))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            file("sa.key")
+        ));
+    let mut apiserver = Process::spawn(
+        &format!("kube-apiserver {name}"),
+        cmd,
+        &req.dir.join("kube-apiserver.log"),
+    )
+    .map_err(|e| BootError::ApiServer(e.to_string()))?;
+    let ca_cert = plan.file(&format!("{PKI}/ca.crt"))?.to_owned();
+    let ca_key = plan.file(&format!("{PKI}/ca.key"))?.to_owned();
+    let local = admin_client(&format!("https://{api_address}"), &ca_cert, &ca_key).await?;
+    wait_api_server_ready(&local, &mut apiserver).await?;
+
+    if let Some(raw) = upload {
+        upload_cluster_configuration(&local, &raw).await?;
+    }
+    register_node(&local, req, name, true).await?;
+    let etcd_url_annotation = client_url.clone();
+    register_static_pods(&local, name, api_address, &etcd_url_annotation, annotations).await?;
+    Ok(Node {
+        name: name.clone(),
+        ip: req.ip,
+        control_plane: true,
+        api_server: Some(api_address),
+        etcd_client_url: Some(client_url),
+        joined_as_learner: learner.as_ref().map(|(id, _)| *id),
+        cluster_ca: Some((ca_cert, ca_key)),
+        etcd: Some(etcd),
+        apiserver: Some(apiserver),
+    })
+}
+
+/// Flags the simulator sets itself: where the member listens and keeps its data is the node's.
+const LOCAL_ETCD_FLAGS: [&str; 9] = [
+    "name",
+    "data-dir",
+    "listen-client-urls",
+    "advertise-client-urls",
+    "listen-peer-urls",
+    "initial-advertise-peer-urls",
+    "initial-cluster",
+    "initial-cluster-state",
+    "listen-metrics-urls",
+];
+
+fn io(e: std::io::Error) -> BootError {
+    BootError::Io(e.to_string())
+}
+
+fn write_files(rootfs: &Path, files: &BTreeMap<String, String>) -> Result<(), BootError> {
+    for (path, content) in files {
+        let target = rootfs.join(path.trim_start_matches('/'));
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| BootError::Io(format!("create {}: {e}", dir.display())))?;
+        }
+        std::fs::write(&target, content)
+            .map_err(|e| BootError::Io(format!("write {}: {e}", target.display())))?;
+    }
+    Ok(())
+}
+
+fn ca(plan: &BootPlan, stem: &str) -> Result<Ca, BootError> {
+    let cert = plan.file(&format!("{PKI}/{stem}.crt"))?;
+    let key = plan.file(&format!("{PKI}/{stem}.key"))?;
+    Ca::from_pem(cert, key).map_err(|e| BootError::Pki(format!("{PKI}/{stem}.crt/.key: {e}")))
+}
+
+fn issue(
+    ca: &Ca,
+    cn: &str,
+    org: Option<&str>,
+    hosts: &[&str],
+    usage: Usage,
+) -> Result<CertPair, BootError> {
+    ca.issue(cn, org, hosts, usage)
+        .map_err(|e| BootError::Pki(format!("issue {cn}: {e}")))
+}
+
+fn write_pair(pki: &Path, stem: &str, pair: &CertPair) -> Result<(), BootError> {
+    let target = pki.join(stem);
+    let dir = target.parent().expect("stems have a folder");
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let name = target
+        .file_name()
+        .expect("stems have a name")
+        .to_string_lossy()
+        .into_owned();
+    pair.write(dir, &name)
+        .map_err(|e| BootError::Io(e.to_string()))?;
+    Ok(())
+}
+
+/// A client certificate signed by the etcd CA, and that CA.
+pub struct EtcdAccess {
+    pub ca_pem: String,
+    pub client: CertPair,
+}
+
+impl EtcdAccess {
+    pub async fn connect(
+        &self,
+        urls: &[String],
+    ) -> Result<etcd_client::Client, etcd_client::Error> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_timeout(Duration::from_secs(5))
+            .with_tls(
+                TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(&self.ca_pem))
+                    .identity(Identity::from_pem(
+                        &self.client.cert_pem,
+                        &self.client.key_pem,
+                    ))
+                    .domain_name("localhost"),
+            );
+        etcd_client::Client::connect(urls, Some(options)).await
+    }
+}
+
+/// The client URLs the etcd pods announce (KEP-2506), which is how kubeadm finds the members.
+async fn etcd_urls_from_pods(workload: &kube::Client) -> Result<Vec<String>, BootError> {
+    let pods: Api<Pod> = Api::namespaced(workload.clone(), "kube-system");
+    let list = pods
+        .list(&ListParams::default().labels("component=etcd"))
+        .await
+        .map_err(|e| BootError::Workload(e.to_string()))?;
+    let urls: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .annotations
+                .as_ref()?
+                .get("kubeadm.kubernetes.io/etcd.advertise-client-urls")
+                .cloned()
+        })
+        .flat_map(|urls| {
+            urls.split(',')
+                .map(|u| u.trim().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .filter(|u| !u.is_empty())
+        .collect();
+    if urls.is_empty() {
+        return Err(BootError::Join {
+            what: "etcd discovery",
+            reason: "no etcd pod announces its client URLs".into(),
+        });
+    }
+    Ok(urls)
+}
+
+/// Adds the member as a learner; returns its ID and the `--initial-cluster` value it starts with.
+async fn add_learner(
+    access: &EtcdAccess,
+    voters: &[String],
+    name: &str,
+    peer_url: &str,
+) -> Result<(u64, String), BootError> {
+    let deadline = Instant::now() + MEMBER_ADD_TIMEOUT;
+    loop {
+        let result = async {
+            // One endpoint at a time: learners refuse member changes, and a dead member must not stall us.
+            let mut last = None;
+            for url in voters {
+                let mut client = match access.connect(std::slice::from_ref(url)).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        last = Some(e.to_string());
+                        continue;
+                    }
+                };
+                match client
+                    .member_add([peer_url], Some(MemberAddOptions::new().with_is_learner()))
+                    .await
+                {
+                    Ok(resp) => return Ok(resp),
+                    Err(e) => last = Some(e.to_string()),
+                }
+            }
+            Err(last.unwrap_or_else(|| "no member to ask".into()))
+        }
+        .await;
+        match result {
+            Ok(resp) => {
+                let id = resp
+                    .member()
+                    .map(|m| m.id())
+                    .ok_or_else(|| BootError::Etcd("member add returned no member".into()))?;
+                let initial = resp
+                    .member_list()
+                    .iter()
+                    .filter_map(|m| {
+                        let n = if m.id() == id { name } else { m.name() };
+                        // A member that never started has no name yet and is left out, as etcd expects.
+                        (!n.is_empty()).then(|| {
+                            format!("{n}={}", m.peer_urls().first().cloned().unwrap_or_default())
+                        })
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                tracing::info!(
+                    node = name,
+                    id = format!("{id:x}"),
+                    "etcd member added as a learner"
+                );
+                return Ok((id, initial));
+            }
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(node = name, error = %e, "member add refused; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(BootError::Etcd(format!("adding {name} as a learner: {e}"))),
+        }
+    }
+}
+
+async fn wait_etcd_ready(
+    access: &EtcdAccess,
+    url: &str,
+    process: &mut Process,
+) -> Result<(), BootError> {
+    let deadline = Instant::now() + ETCD_READY_TIMEOUT;
+    let mut last = String::from("no answer yet");
+    while Instant::now() < deadline {
+        process
+            .ensure_running()
+            .map_err(|e| BootError::Etcd(e.to_string()))?;
+        match access.connect(&[url.to_owned()]).await {
+            Ok(mut client) => match client.status().await {
+                Ok(_) => return Ok(()),
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(BootError::Etcd(format!(
+        "member at {url} not ready after {ETCD_READY_TIMEOUT:?}: {last}; log:\n{}",
+        process.log_tail(20)
+    )))
+}
+
+/// Promotes the learner once in sync, retrying like kubeadm 1.29+ does.
+async fn promote(access: &EtcdAccess, voters: &[String], id: u64) -> Result<(), BootError> {
+    let deadline = Instant::now() + PROMOTE_TIMEOUT;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        for url in voters {
+            let Ok(mut client) = access.connect(std::slice::from_ref(url)).await else {
+                continue;
+            };
+            match client.member_promote(id).await {
+                Ok(_) => {
+                    tracing::info!(id = format!("{id:x}"), "etcd learner promoted");
+                    return Ok(());
+                }
+                // Someone (the control-plane provider) promoted it first.
+                Err(e) if e.to_string().contains("not a learner") => return Ok(()),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(BootError::Etcd(format!(
+        "learner {id:x} not promoted within {PROMOTE_TIMEOUT:?}: {last}"
+    )))
+}
+
+async fn wait_api_server_ready(
+    client: &kube::Client,
+    process: &mut Process,
+) -> Result<(), BootError> {
+    let deadline = Instant::now() + API_SERVER_READY_TIMEOUT;
+    let mut last = String::from("no answer yet");
+    while Instant::now() < deadline {
+        process
+            .ensure_running()
+            .map_err(|e| BootError::ApiServer(e.to_string()))?;
+        let request = http::Request::get("/readyz")
+            .body(Vec::new())
+            .expect("static request");
+        match client.request_text(request).await {
+            Ok(body) if body.trim() == "ok" => return Ok(()),
+            Ok(body) => last = format!("/readyz answered {body:?}"),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(BootError::ApiServer(format!(
+        "not ready after {API_SERVER_READY_TIMEOUT:?}: {last}; log:\n{}",
+        process.log_tail(20)
+    )))
+}
+
+/// A `system:masters` client for `server`, with a certificate from the cluster CA.
+pub async fn admin_client(
+    server: &str,
+    ca_cert: &str,
+    ca_key: &str,
+) -> Result<kube::Client, BootError> {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let ca =
+        Ca::from_pem(ca_cert, ca_key).map_err(|e| BootError::Pki(format!("cluster CA: {e}")))?;
+    let admin = issue(&ca, "sim-admin", Some("system:masters"), &[], Usage::Client)?;
+    let config = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{ "name": "workload", "cluster": { "server": server, "certificate-authority-data": b64(ca_cert) } }],
+        "users": [{ "name": "sim-admin", "user": {
+            "client-certificate-data": b64(&admin.cert_pem), "client-key-data": b64(&admin.key_pem) } }],
+        "contexts": [{ "name": "workload", "context": { "cluster": "workload", "user": "sim-admin" } }],
+        "current-context": "workload",
+    });
+    let yaml = serde_saphyr::to_string(&config).expect("kubeconfig serializes");
+    testenv::apiserver::client_from_kubeconfig(&yaml)
+        .await
+        .map_err(|e| BootError::Workload(e.to_string()))
+}
+
+/// kubeadm's discovery: the bootstrap token must exist in the workload cluster, with its secret.
+async fn check_token(workload: &kube::Client, facts: &NodeFacts) -> Result<(), BootError> {
+    let token = facts.token.as_deref().ok_or(BootError::Join {
+        what: "discovery",
+        reason: "JoinConfiguration has no discovery.bootstrapToken.token".into(),
+    })?;
+    let (id, secret) = token.split_once('.').ok_or(BootError::Join {
+        what: "discovery",
+        reason: "discovery.bootstrapToken.token is not `<id>.<secret>`".into(),
+    })?;
+    let secrets: Api<Secret> = Api::namespaced(workload.clone(), "kube-system");
+    let name = format!("bootstrap-token-{id}");
+    let found = secrets
+        .get_opt(&name)
+        .await
+        .map_err(|e| BootError::Workload(e.to_string()))?
+        .ok_or(BootError::Join {
+            what: "discovery",
+            reason: format!(
+                "bootstrap token {id} does not exist in the workload cluster (kube-system/{name})"
+            ),
+        })?;
+    let stored = found
+        .data
+        .as_ref()
+        .and_then(|d| d.get("token-secret"))
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned());
+    if stored.as_deref() != Some(secret) {
+        return Err(BootError::Join {
+            what: "discovery",
+            reason: format!("bootstrap token {id}: the secret does not match kube-system/{name}"),
+        });
+    }
+    Ok(())
+}
+
+async fn uploaded_cluster_configuration(workload: &kube::Client) -> Result<String, BootError> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(workload.clone(), "kube-system");
+    config_maps
+        .get_opt("kubeadm-config")
+        .await
+        .map_err(|e| BootError::Workload(e.to_string()))?
+        .and_then(|cm| cm.data?.get("ClusterConfiguration").cloned())
+        .ok_or(BootError::Join {
+            what: "kubeadm-config ConfigMap",
+            reason: "kube-system/kubeadm-config has no ClusterConfiguration".into(),
+        })
+}
+
+async fn upload_cluster_configuration(client: &kube::Client, raw: &str) -> Result<(), BootError> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "kubeadm-config", "namespace": "kube-system" },
+        "data": { "ClusterConfiguration": raw },
+    }))
+    .expect("a valid ConfigMap");
+    match config_maps.create(&PostParams::default(), &cm).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(BootError::Workload(format!("upload kubeadm-config: {e}"))),
+    }
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+async fn register_node(
+    client: &kube::Client,
+    req: &BootRequest,
+    name: &str,
+    control_plane: bool,
+) -> Result<(), BootError> {
+    let nodes: Api<K8sNode> = Api::all(client.clone());
+    let mut labels = json!({ "kubernetes.io/hostname": name, "kubernetes.io/os": "linux" });
+    if control_plane {
+        labels["node-role.kubernetes.io/control-plane"] = json!("");
+    }
+    let node: K8sNode = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": labels },
+        "spec": { "providerID": req.provider_id() },
+    }))
+    .expect("a valid Node");
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(BootError::Workload(format!("register Node {name}: {e}"))),
+    }
+    set_node_ready(client, name, req.ip, true).await
+}
+
+/// The kubelet's heartbeat, as far as the control plane looks at it.
+pub async fn set_node_ready(
+    client: &kube::Client,
+    name: &str,
+    ip: Ipv4Addr,
+    ready: bool,
+) -> Result<(), BootError> {
+    let nodes: Api<K8sNode> = Api::all(client.clone());
+    let status = json!({ "status": {
+        "addresses": [{ "type": "InternalIP", "address": ip.to_string() }, { "type": "Hostname", "address": name }],
+        "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "Unknown" },
+            "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" },
+            "message": "", "lastHeartbeatTime": now(), "lastTransitionTime": now() }],
+        "nodeInfo": { "kubeletVersion": "v1.33.1", "kubeProxyVersion": "v1.33.1", "machineID": "", "systemUUID": "", "bootID": "",
+            "kernelVersion": "", "osImage": "sim", "containerRuntimeVersion": "sim://1", "operatingSystem": "linux", "architecture": "amd64" },
+    } });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map(drop)
+        .map_err(|e| BootError::Workload(format!("Node {name} status: {e}")))
+}
+
+async fn register_static_pods(
+    client: &kube::Client,
+    node: &str,
+    api_address: SocketAddr,
+    etcd_client_url: &str,
+    patches: &BTreeMap<&'static str, BTreeMap<String, String>>,
+) -> Result<(), BootError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    for component in COMPONENTS {
+        let name = format!("{component}-{node}");
+        let mut annotations: BTreeMap<String, String> = [
+            (
+                "kubernetes.io/config.mirror",
+                format!("{component}-{node}-sim"),
+            ),
+            ("kubernetes.io/config.source", "file".to_owned()),
+            ("kubernetes.io/config.seen", now()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        match component {
+            "kube-apiserver" => {
+                annotations.insert(
+                    "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint".into(),
+                    api_address.to_string(),
+                );
+            }
+            "etcd" => {
+                annotations.insert(
+                    "kubeadm.kubernetes.io/etcd.advertise-client-urls".into(),
+                    etcd_client_url.to_owned(),
+                );
+            }
+            _ => {}
+        }
+        if let Some(extra) = patches.get(component) {
+            annotations.extend(extra.clone());
+        }
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "kube-system",
+                "labels": { "component": component, "tier": "control-plane" },
+                "annotations": annotations,
+            },
+            "spec": {
+                "nodeName": node,
+                "priorityClassName": "system-node-critical",
+                "containers": [{ "name": component, "image": format!("registry.k8s.io/{component}:sim") }],
+            },
+        }))
+        .expect("a valid pod");
+        match pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(BootError::Workload(format!("mirror pod {name}: {e}"))),
+        }
+        let status = json!({ "status": {
+            "phase": "Running",
+            "conditions": [{ "type": "Ready", "status": "True", "lastTransitionTime": now() }],
+        } });
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(|e| BootError::Workload(format!("mirror pod {name} status: {e}")))?;
+    }
+    Ok(())
+}
+
+/// What core Cluster API and the kubelet leave behind when a node goes: its Node and mirror pods.
+pub async fn deregister(client: &kube::Client, node: &str) {
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    for component in COMPONENTS {
+        let _ = pods.delete(&format!("{component}-{node}"), &now).await;
+    }
+    let _ = Api::<K8sNode>::all(client.clone()).delete(node, &now).await;
+}

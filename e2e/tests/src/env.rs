@@ -1,0 +1,325 @@
+//! One scenario's world: a management plane with every CRD installed, `bootstrap-manager` and
+//! `controlplane-manager` as processes serving their webhooks through the apiserver, and the simulator.
+//! Dropping it stops the nodes, the managers and the management plane, in that order.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::cluster::v1beta2::Machine;
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use sim::{Sim, SimOptions};
+use testenv::ManagementPlane;
+use testenv::manager::ManagerProcess;
+
+pub const NS: &str = "default";
+/// The cluster template this project ships for simulated infrastructure.
+pub const SIM_TEMPLATE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../templates/cluster-template-sim.yaml"
+);
+/// The clusterctl settings the templates are rendered with.
+pub const CLUSTERCTL_EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../templates/clusterctl.yaml.example"
+);
+
+pub struct Env {
+    // Field order is drop order: nodes first, then the managers, then the management plane.
+    pub sim: Sim,
+    managers: Vec<ManagerProcess>,
+    manager_pids: Vec<u32>,
+    pub plane: ManagementPlane,
+    pub client: kube::Client,
+    pub started: Instant,
+}
+
+/// A manager binary next to the test binary (`target/debug`), or from `$VAR`.
+pub fn manager_binary(name: &str, var: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(var) {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    // target/debug/deps/<test> → target/debug/<name>
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join(name))
+        .expect("the test binary is in target/<profile>/deps");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first (`cargo build -p kubeadm-bootstrap -p kubeadm-controlplane`) or set ${var}",
+        path.display()
+    );
+    path
+}
+
+pub fn all_crds() -> Vec<CustomResourceDefinition> {
+    let mut crds = kubeadm_api::crd::provider_crds();
+    crds.extend(kubeadm_api::crd::core_crds());
+    crds.extend(sim::api::crds());
+    crds
+}
+
+impl Env {
+    /// Starts everything; `controlplane_args` go to `controlplane-manager run`.
+    pub async fn start(controlplane_args: &[&str]) -> Env {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "sim=info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+        let started = Instant::now();
+        let plane = ManagementPlane::start()
+            .await
+            .expect("management plane starts");
+        let crds = all_crds();
+        plane.install_crds(&crds).await.expect("CRDs install");
+        let mut managers = Vec::new();
+        for (name, var, args) in [
+            ("bootstrap-manager", "BOOTSTRAP_MANAGER", &[][..]),
+            (
+                "controlplane-manager",
+                "CONTROLPLANE_MANAGER",
+                controlplane_args,
+            ),
+        ] {
+            let binary = manager_binary(name, var);
+            let mut args = args.to_vec();
+            args.extend_from_slice(testenv::webhooks::local_args(&binary));
+            let mut manager =
+                ManagerProcess::start(&binary, plane.kubeconfig_path(), plane.dir(), &args)
+                    .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+            manager
+                .wait_ready(Duration::from_secs(60))
+                .await
+                .unwrap_or_else(|e| panic!("{name} ready: {e}"));
+            let serving = manager.webhook().expect("webhooks served").clone();
+            testenv::webhooks::route_group_to(
+                &plane,
+                testenv::webhooks::owned_group(&binary),
+                &crds,
+                &serving.url(),
+                &serving.ca_pem,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name} webhooks: {e}"));
+            managers.push(manager);
+        }
+        let client = plane.client().await.unwrap();
+        let sim = Sim::start(
+            client.clone(),
+            SimOptions {
+                dir: plane.dir().join("sim"),
+                namespace: Some(NS.into()),
+                period: Duration::from_millis(300),
+            },
+        );
+        println!("environment up in {:.1?}", started.elapsed());
+        let manager_pids = managers.iter_mut().map(|m| m.process().pid()).collect();
+        Env {
+            sim,
+            managers,
+            manager_pids,
+            plane,
+            client,
+            started,
+        }
+    }
+
+    /// PIDs of every process this environment started that runs now.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = self.plane.pids();
+        pids.extend(&self.manager_pids);
+        pids.extend(self.sim.pids());
+        pids
+    }
+
+    /// Renders the simulated-infrastructure cluster template with `vars` and applies every object.
+    pub async fn apply_template(&self, vars: &BTreeMap<&str, String>) {
+        self.apply(&render_sim_template(vars)).await;
+    }
+
+    /// Server-side applies every document of `yaml`, as `kubectl apply --server-side` would.
+    pub async fn apply(&self, yaml: &str) {
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).unwrap();
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            let api_version = doc["apiVersion"].as_str().unwrap().to_owned();
+            let kind = doc["kind"].as_str().unwrap().to_owned();
+            let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+            let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind));
+            let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+            let ns = obj.namespace().unwrap_or_else(|| NS.to_owned());
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &resource);
+            api.patch(
+                &obj.name_any(),
+                &PatchParams::apply("e2e").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {kind} {}: {e}", obj.name_any()));
+        }
+    }
+
+    pub async fn kcp(&self, name: &str) -> KubeadmControlPlane {
+        Api::<KubeadmControlPlane>::namespaced(self.client.clone(), NS)
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    pub async fn scale_control_plane(&self, name: &str, replicas: i32) {
+        let patch = serde_json::json!({ "spec": { "replicas": replicas } });
+        Api::<KubeadmControlPlane>::namespaced(self.client.clone(), NS)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    pub async fn machines(&self, cluster: &str) -> Vec<Machine> {
+        let mut items = Api::<Machine>::namespaced(self.client.clone(), NS)
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")),
+            )
+            .await
+            .unwrap()
+            .items;
+        items.sort_by_key(|m| m.creation_timestamp().map(|t| t.0));
+        items
+    }
+
+    /// Waits until the control plane has `replicas` machines, all up to date and ready with a Node, and
+    /// none deleting; panics after `timeout` with what it saw.
+    pub async fn wait_control_plane(
+        &self,
+        kcp: &str,
+        replicas: i32,
+        timeout: Duration,
+        what: &str,
+    ) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.kcp(kcp).await.status.unwrap_or_default();
+            let machines: Vec<Machine> = self
+                .machines(kcp.trim_end_matches("-control-plane"))
+                .await
+                .into_iter()
+                .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+                .collect();
+            let settled = machines.len() == replicas as usize
+                && machines.iter().all(|m| {
+                    m.meta().deletion_timestamp.is_none()
+                        && m.status.as_ref().is_some_and(|s| s.node_ref.is_some())
+                })
+                && status.replicas == Some(replicas)
+                && status.ready_replicas == Some(replicas)
+                && status.up_to_date_replicas == Some(replicas);
+            if settled {
+                return;
+            }
+            if Instant::now() > deadline {
+                let conditions: Vec<String> = status
+                    .conditions
+                    .iter()
+                    .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
+                    .collect();
+                let machines: Vec<String> = machines
+                    .iter()
+                    .map(|m| {
+                        let s = m.status.clone().unwrap_or_default();
+                        format!(
+                            "{} phase={:?} node={:?} deleting={}",
+                            m.name_any(),
+                            s.phase,
+                            s.node_ref.map(|n| n.name),
+                            m.meta().deletion_timestamp.is_some()
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "{what}: control plane not at {replicas} after {timeout:?}: replicas={:?} ready={:?} upToDate={:?}\nmachines: {machines:#?}\nconditions: {conditions:#?}\n{}",
+                    status.replicas,
+                    status.ready_replicas,
+                    status.up_to_date_replicas,
+                    self.diagnostics().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+impl Env {
+    /// What a failing scenario should show: the Clusters' status and the end of each manager's log.
+    pub async fn diagnostics(&self) -> String {
+        let clusters =
+            Api::<kubeadm_api::cluster::v1beta2::Cluster>::namespaced(self.client.clone(), NS)
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "Cluster {}: spec.controlPlaneEndpoint={:?} status={:?}",
+                                c.name_any(),
+                                c.spec.control_plane_endpoint,
+                                c.status
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_else(|e| e.to_string());
+        let logs: Vec<String> = self
+            .managers
+            .iter()
+            .map(|m| {
+                let log = m.log();
+                let tail: Vec<&str> = log.lines().rev().take(25).collect();
+                format!(
+                    "--- manager log tail ---\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect();
+        format!("{clusters}\n{}", logs.join("\n"))
+    }
+}
+
+/// `templates/cluster-template-sim.yaml` rendered with the settings of `templates/clusterctl.yaml.example`
+/// and `vars` on top, as `controlplane-manager generate cluster --config` renders it.
+pub fn render_sim_template(vars: &BTreeMap<&str, String>) -> String {
+    use kubeadm_controlplane::cluster_template::{Settings, generate};
+    let text = std::fs::read_to_string(SIM_TEMPLATE).unwrap();
+    let example = std::fs::read_to_string(CLUSTERCTL_EXAMPLE).unwrap();
+    let mut settings =
+        Settings::from_clusterctl_yaml("templates/clusterctl.yaml.example", &example).unwrap();
+    for (name, value) in vars {
+        settings.set(name, value.clone());
+    }
+    generate(&text, "templates/cluster-template-sim.yaml", &settings)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits until none of `pids` runs (bounded), returning those still alive.
+pub async fn wait_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let alive: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| testenv::process::pid_alive(*p))
+            .collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            return alive;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,243 @@
+//! Samples the workload cluster's etcd membership while a scenario runs: which members are voters or
+//! learners and how many voters answer. Members are asked one endpoint at a time, since learners refuse
+//! the member list.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use sim::SimView;
+use testenv::pki::{Ca, Usage};
+
+/// One look at the membership.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub at: Duration,
+    /// Member names (empty for a member that never started) with whether each is a learner.
+    pub members: Vec<(String, bool)>,
+    /// Voters whose client URL answered a status request.
+    pub healthy_voters: usize,
+}
+
+impl Sample {
+    pub fn voters(&self) -> usize {
+        self.members.iter().filter(|(_, learner)| !learner).count()
+    }
+
+    pub fn learners(&self) -> usize {
+        self.members.iter().filter(|(_, learner)| *learner).count()
+    }
+
+    /// A majority of the voters answers.
+    pub fn has_quorum(&self) -> bool {
+        self.healthy_voters * 2 > self.voters()
+    }
+}
+
+#[derive(Default)]
+struct Record {
+    samples: Vec<Sample>,
+    /// Longest time during which no member answered the member list.
+    longest_blind: Duration,
+}
+
+pub struct EtcdWatch {
+    record: Arc<Mutex<Record>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EtcdWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl EtcdWatch {
+    /// Starts sampling every `period` once the control-plane provider has created `<cluster>-etcd`.
+    pub fn start(
+        management: kube::Client,
+        namespace: &str,
+        cluster: &str,
+        sim: SimView,
+        period: Duration,
+    ) -> Self {
+        let record = Arc::new(Mutex::new(Record::default()));
+        let task = tokio::spawn(sample(
+            management,
+            namespace.to_owned(),
+            cluster.to_owned(),
+            sim,
+            period,
+            record.clone(),
+        ));
+        Self { record, task }
+    }
+
+    pub fn samples(&self) -> Vec<Sample> {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .samples
+            .clone()
+    }
+
+    pub fn longest_blind(&self) -> Duration {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .longest_blind
+    }
+
+    /// The latest sample, if any.
+    pub fn last(&self) -> Option<Sample> {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .samples
+            .last()
+            .cloned()
+    }
+
+    /// Waits until a sample shows exactly `names` as voters and no learner.
+    pub async fn wait_voters(&self, mut names: Vec<String>, timeout: Duration, what: &str) {
+        names.sort();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(last) = self.last() {
+                let mut voters: Vec<String> = last
+                    .members
+                    .iter()
+                    .filter(|(_, learner)| !learner)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                voters.sort();
+                if voters == names && last.learners() == 0 {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: etcd members {:?}, expected voters {names:?}",
+                    last.members
+                );
+            } else {
+                assert!(Instant::now() < deadline, "{what}: etcd never answered");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+struct Access {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl Access {
+    async fn connect(&self, url: &str) -> Option<Client> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(2))
+            .with_tls(
+                TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(&self.ca_pem))
+                    .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
+                    .domain_name("localhost"),
+            );
+        Client::connect([url], Some(options)).await.ok()
+    }
+}
+
+async fn access(management: &kube::Client, namespace: &str, cluster: &str) -> Option<Access> {
+    let secret = Api::<Secret>::namespaced(management.clone(), namespace)
+        .get_opt(&format!("{cluster}-etcd"))
+        .await
+        .ok()??;
+    let data = secret.data?;
+    let text = |k: &str| {
+        data.get(k)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+    };
+    let (cert, key) = (text("tls.crt")?, text("tls.key")?);
+    let ca = Ca::from_pem(&cert, &key).ok()?;
+    let client = ca
+        .issue("e2e-etcd-observer", None, &[], Usage::Client)
+        .ok()?;
+    Some(Access {
+        ca_pem: cert,
+        cert_pem: client.cert_pem,
+        key_pem: client.key_pem,
+    })
+}
+
+async fn sample(
+    management: kube::Client,
+    namespace: String,
+    cluster: String,
+    sim: SimView,
+    period: Duration,
+    record: Arc<Mutex<Record>>,
+) {
+    let started = Instant::now();
+    let access = loop {
+        if let Some(a) = access(&management, &namespace, &cluster).await {
+            break a;
+        }
+        tokio::time::sleep(period).await;
+    };
+    let mut last_seen: Option<Instant> = None;
+    loop {
+        let urls: Vec<String> = sim
+            .nodes()
+            .into_iter()
+            .filter(|n| n.namespace == namespace)
+            .filter_map(|n| n.etcd_client_url)
+            .collect();
+        let mut list = None;
+        for url in &urls {
+            let Some(mut client) = access.connect(url).await else {
+                continue;
+            };
+            if let Ok(Ok(l)) =
+                tokio::time::timeout(Duration::from_secs(2), client.member_list()).await
+            {
+                list = Some(l);
+                break;
+            }
+        }
+        if let Some(list) = list {
+            let mut healthy_voters = 0;
+            let mut members = Vec::new();
+            for m in list.members() {
+                members.push((m.name().to_owned(), m.is_learner()));
+                if m.is_learner() {
+                    continue;
+                }
+                let Some(url) = m.client_urls().first() else {
+                    continue;
+                };
+                if let Some(mut c) = access.connect(url).await
+                    && let Ok(Ok(_)) =
+                        tokio::time::timeout(Duration::from_secs(1), c.status()).await
+                {
+                    healthy_voters += 1;
+                }
+            }
+            members.sort();
+            let now = Instant::now();
+            let mut r = record.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(seen) = last_seen {
+                r.longest_blind = r.longest_blind.max(now - seen);
+            }
+            last_seen = Some(now);
+            r.samples.push(Sample {
+                at: started.elapsed(),
+                members,
+                healthy_voters,
+            });
+        }
+        tokio::time::sleep(period).await;
+    }
+}

@@ -1,0 +1,8 @@
+//! What the end-to-end scenarios share: a management plane with every CRD, both managers as processes
+//! serving their webhooks, the simulator, cluster templates rendered as `controlplane-manager generate
+//! cluster` renders them, and an etcd observer that samples the workload cluster's member list.
+
+pub mod env;
+pub mod etcd_watch;
+
+pub use env::Env;

@@ -1,0 +1,503 @@
+//! End-to-end scenarios on simulated infrastructure: the management plane, both managers as processes
+//! with their webhooks, and machines that boot real etcd members and kube-apiservers from the bootstrap
+//! data the providers render. The cluster comes from `templates/cluster-template-sim.yaml`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use e2e_tests::Env;
+use e2e_tests::env::{NS, wait_gone};
+use e2e_tests::etcd_watch::EtcdWatch;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::cluster::v1beta2::MachineDeployment;
+
+/// Bound on one scaling step: each join takes an etcd learner, its promotion and an apiserver start.
+/// `E2E_STEP_TIMEOUT` (seconds) stretches or shortens it.
+fn step_timeout() -> Duration {
+    std::env::var("E2E_STEP_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(300))
+}
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+fn vars(cluster: &str, control_planes: u32, workers: u32) -> BTreeMap<&'static str, String> {
+    [
+        ("CLUSTER_NAME", cluster.to_owned()),
+        ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
+        ("WORKER_MACHINE_COUNT", workers.to_string()),
+    ]
+    .into()
+}
+
+async fn control_plane_machine_names(env: &Env, cluster: &str) -> Vec<String> {
+    env.machines(cluster)
+        .await
+        .into_iter()
+        .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+        .map(|m| m.name_any())
+        .collect()
+}
+
+/// Every sample kept a majority of voters answering and had at most one learner.
+fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
+    let samples = watch.samples();
+    assert!(!samples.is_empty(), "{what}: etcd was never sampled");
+    for s in &samples {
+        assert!(
+            s.has_quorum(),
+            "{what}: at {:?} only {} of {} voters answered: {:?}",
+            s.at,
+            s.healthy_voters,
+            s.voters(),
+            s.members
+        );
+        assert!(
+            s.learners() <= 1,
+            "{what}: at {:?} more than one learner: {:?}",
+            s.at,
+            s.members
+        );
+    }
+    assert!(
+        watch.longest_blind() < Duration::from_secs(10),
+        "{what}: no member answered for {:?}",
+        watch.longest_blind()
+    );
+    samples.len()
+}
+
+async fn membership_events(env: &Env, action: &str) -> usize {
+    Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("EtcdMembershipChanged")
+                && e.action.as_deref() == Some(action)
+        })
+        .count()
+}
+
+async fn stop_and_check_nothing_is_left(env: Env, mut pids: BTreeSet<u32>) {
+    pids.extend(env.pids());
+    drop(env);
+    let pids: Vec<u32> = pids.into_iter().collect();
+    let alive = wait_gone(&pids, Duration::from_secs(30)).await;
+    assert!(
+        alive.is_empty(),
+        "processes still running after the scenario: {alive:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time() {
+    let started = Instant::now();
+    let cluster = "scale";
+    let kcp = "scale-control-plane";
+    let env = Env::start(&[]).await;
+    env.apply_template(&vars(cluster, 1, 1)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    let mut pids = BTreeSet::new();
+    let mut joined_as_learner: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for (replicas, what) in [(1, "create 1"), (3, "1 → 3"), (5, "3 → 5"), (3, "5 → 3")] {
+        let step = Instant::now();
+        if what != "create 1" {
+            env.scale_control_plane(kcp, replicas).await;
+        }
+        env.wait_control_plane(kcp, replicas, step_timeout(), what)
+            .await;
+        let names = control_plane_machine_names(&env, cluster).await;
+        watch
+            .wait_voters(names, Duration::from_secs(60), what)
+            .await;
+        for node in env.sim.nodes().into_iter().filter(|n| n.control_plane) {
+            joined_as_learner.insert(node.machine, node.joined_as_learner);
+        }
+        pids.extend(env.pids());
+        println!("{what}: {:.1?}", step.elapsed());
+    }
+    let samples = assert_membership_was_safe(&watch, "1 → 3 → 5 → 3");
+    let learners = joined_as_learner.values().filter(|id| id.is_some()).count();
+    assert_eq!(
+        joined_as_learner.len(),
+        5,
+        "five control-plane nodes ran: {joined_as_learner:?}"
+    );
+    assert_eq!(
+        learners, 4,
+        "every join but the first node's came in as a learner: {joined_as_learner:?}"
+    );
+    assert_eq!(
+        membership_events(&env, "RemoveMember").await,
+        2,
+        "5 → 3 removed two members"
+    );
+
+    // The worker joined through the control-plane endpoint.
+    let md = Api::<MachineDeployment>::namespaced(env.client.clone(), NS)
+        .get("scale-md-0")
+        .await
+        .unwrap();
+    let ready = md.status.as_ref().and_then(|s| s.ready_replicas);
+    assert_eq!(ready, Some(1), "worker status: {:?}", md.status);
+
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario 1 → 3 → 5 → 3: {:.1?} wall time, {samples} membership samples",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_learner_that_never_starts_is_removed_and_its_machine_remediated() {
+    let started = Instant::now();
+    let cluster = "faulty";
+    let kcp = "faulty-control-plane";
+    let env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
+    env.apply_template(&vars(cluster, 1, 0)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 1, step_timeout(), "create 1")
+        .await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    // The next control-plane join adds its learner, then its etcd never starts.
+    let sim_clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        NS,
+        &kube::api::ApiResource::erase::<sim::api::SimCluster>(&()),
+    );
+    let arm = serde_json::json!({ "metadata": { "annotations": { sim::faults::NEXT_JOIN_FAULT_ANNOTATION: "etcd-never-starts" } } });
+    sim_clusters
+        .patch(cluster, &PatchParams::default(), &Patch::Merge(&arm))
+        .await
+        .unwrap();
+    env.scale_control_plane(kcp, 3).await;
+
+    // The control plane removes the member that never started, marks its Machine and remediates it.
+    let remediated = wait_remediated(&env, cluster, &mut pids).await;
+    let unstarted_seen = watch.samples().iter().any(|s| {
+        s.members
+            .iter()
+            .any(|(name, learner)| *learner && name.is_empty())
+    });
+    assert!(
+        unstarted_seen,
+        "the learner that never started was never seen in the member list"
+    );
+
+    env.wait_control_plane(kcp, 3, step_timeout(), "replaced")
+        .await;
+    let names = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        remediated.iter().all(|r| !names.contains(r)),
+        "{remediated:?} still among {names:?}"
+    );
+    watch
+        .wait_voters(names, Duration::from_secs(60), "replaced")
+        .await;
+    pids.extend(env.pids());
+    let samples = assert_membership_was_safe(&watch, "faulty joiner");
+    assert_eq!(membership_events(&env, "RemoveUnstartedMember").await, 1);
+
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario faulty joiner: {:.1?} wall time, {samples} membership samples, remediated {remediated:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time() {
+    let started = Instant::now();
+    let cluster = "roll";
+    let kcp = "roll-control-plane";
+    let generation_label = "controlplane.cluster.x-k8s.io/machine-generation";
+    let env = Env::start(&[]).await;
+    env.apply_template(&vars(cluster, 3, 1)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
+        .await;
+    let first = control_plane_machine_names(&env, cluster).await;
+    watch
+        .wait_voters(first.clone(), Duration::from_secs(60), "create 3")
+        .await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+    println!("create 3 + 1 worker: {:.1?}", started.elapsed());
+
+    // Re-applying the template with bumped counters is the whole user action, as with SCS.
+    let roll = Instant::now();
+    let mut bumped = vars(cluster, 3, 1);
+    bumped.insert("CONTROL_PLANE_MACHINE_GEN", "genc02".into());
+    bumped.insert("WORKER_MACHINE_GEN", "genw02".into());
+    env.apply_template(&bumped).await;
+    let deadline = Instant::now() + step_timeout() * 2;
+    loop {
+        let machines = env.machines(cluster).await;
+        let control_planes: Vec<_> = machines
+            .iter()
+            .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .collect();
+        let rolled = control_planes.len() == 3
+            && control_planes.iter().all(|m| {
+                m.labels().get(generation_label).map(String::as_str) == Some("genc02")
+                    && m.status.as_ref().is_some_and(|s| s.node_ref.is_some())
+                    && m.meta().deletion_timestamp.is_none()
+            });
+        let md = Api::<MachineDeployment>::namespaced(env.client.clone(), NS)
+            .get("roll-md-0")
+            .await
+            .unwrap();
+        let workers: Vec<_> = machines
+            .iter()
+            .filter(|m| !m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .collect();
+        let workers_rolled = workers.len() == 1
+            && workers[0].meta().deletion_timestamp.is_none()
+            && workers[0]
+                .status
+                .as_ref()
+                .is_some_and(|s| s.node_ref.is_some())
+            && md.status.as_ref().and_then(|s| s.up_to_date_replicas) == Some(1)
+            && md.status.as_ref().and_then(|s| s.replicas) == Some(1);
+        pids.extend(env.pids());
+        if rolled && workers_rolled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rollout did not finish: {:?}\n{}",
+            machines
+                .iter()
+                .map(|m| (
+                    m.name_any(),
+                    m.labels().get(generation_label).cloned(),
+                    m.meta().deletion_timestamp.is_some()
+                ))
+                .collect::<Vec<_>>(),
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_control_plane(kcp, 3, step_timeout(), "rolled")
+        .await;
+    let rolled = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        rolled.iter().all(|m| !first.contains(m)),
+        "{first:?} → {rolled:?}"
+    );
+    watch
+        .wait_voters(rolled, Duration::from_secs(60), "rolled")
+        .await;
+    println!(
+        "rollout genc01 → genc02, genw01 → genw02: {:.1?}",
+        roll.elapsed()
+    );
+    let samples = assert_membership_was_safe(&watch, "generation rollout");
+    assert_eq!(
+        membership_events(&env, "RemoveMember").await,
+        3,
+        "each old member removed before its machine"
+    );
+
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario generation rollout: {:.1?} wall time, {samples} membership samples",
+        started.elapsed()
+    );
+}
+
+/// Arms a fault for the next control-plane join and waits until the simulator took it.
+async fn arm_next_join(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
+    arm(env, cluster, fault, delay_seconds).await;
+}
+
+/// Waits until `count` faults were applied to booting machines; returns them.
+async fn wait_applied(env: &Env, count: usize) -> Vec<(String, String, sim::faults::Fault)> {
+    let deadline = Instant::now() + step_timeout();
+    loop {
+        let applied = env.sim.view().applied_faults();
+        if applied.len() >= count {
+            return applied;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {applied:?} applied\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn arm(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
+    let sim_clusters: Api<sim::api::SimCluster> = Api::namespaced(env.client.clone(), NS);
+    let mut annotations = serde_json::json!({ sim::faults::NEXT_JOIN_FAULT_ANNOTATION: fault });
+    if let Some(d) = delay_seconds {
+        annotations[sim::faults::FAULT_DELAY_ANNOTATION] = serde_json::json!(d.to_string());
+    }
+    let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+    sim_clusters
+        .patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sim_clusters
+        .get(cluster)
+        .await
+        .unwrap()
+        .annotations()
+        .contains_key(sim::faults::NEXT_JOIN_FAULT_ANNOTATION)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the simulator never took the {fault} fault"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until a Machine the control plane marked for remediation is gone; returns the names of the
+/// marked Machines that went.
+async fn wait_remediated(env: &Env, cluster: &str, pids: &mut BTreeSet<u32>) -> Vec<String> {
+    let deadline = Instant::now() + step_timeout();
+    let mut marked = BTreeSet::new();
+    loop {
+        let machines = env.machines(cluster).await;
+        for m in &machines {
+            if m.annotations()
+                .contains_key("cluster.x-k8s.io/remediate-machine")
+            {
+                marked.insert(m.name_any());
+            }
+        }
+        let present: BTreeSet<String> = machines.iter().map(|m| m.name_any()).collect();
+        let gone: Vec<String> = marked.difference(&present).cloned().collect();
+        pids.extend(env.pids());
+        if !gone.is_empty() {
+            return gone;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no marked machine was remediated (marked: {marked:?})\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_crashing_and_lost_joiners_never_cost_quorum() {
+    let started = Instant::now();
+    let cluster = "flaky";
+    let kcp = "flaky-control-plane";
+    let env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
+    env.apply_template(&vars(cluster, 1, 0)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 1, step_timeout(), "create 1")
+        .await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    // The first join's etcd starts 8 s late: within the grace, so it simply joins late.
+    arm_next_join(&env, cluster, "etcd-slow-start", Some(8)).await;
+    env.scale_control_plane(kcp, 3).await;
+    wait_applied(&env, 1).await;
+    // The second join crashes right after adding its member.
+    arm_next_join(&env, cluster, "crash-mid-join", None).await;
+    wait_applied(&env, 2).await;
+    let crashed = wait_remediated(&env, cluster, &mut pids).await;
+    // The replacement joins, then its node disappears 30 s later.
+    arm_next_join(&env, cluster, "lost-after-join", Some(30)).await;
+    let applied = wait_applied(&env, 3).await;
+    let kinds: Vec<String> = applied.iter().map(|(_, _, f)| format!("{f:?}")).collect();
+    assert_eq!(
+        kinds,
+        ["EtcdSlowStart(8s)", "CrashMidJoin", "LostAfterJoin(30s)"]
+    );
+    assert_eq!(
+        applied[1].1, crashed[0],
+        "the crashed machine is the one remediated"
+    );
+    env.wait_control_plane(kcp, 3, step_timeout(), "after the crash")
+        .await;
+    let names = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        crashed.iter().all(|c| !names.contains(c)),
+        "{crashed:?} still among {names:?}"
+    );
+    watch
+        .wait_voters(names, Duration::from_secs(60), "after the crash")
+        .await;
+    pids.extend(env.pids());
+
+    // One node of three goes: the other two keep quorum, the endpoint keeps answering.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while env
+        .sim
+        .nodes()
+        .iter()
+        .filter(|n| n.namespace == NS && n.control_plane)
+        .count()
+        == 3
+    {
+        assert!(Instant::now() < deadline, "no node was lost");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let last = watch.last().expect("etcd sampled");
+    assert_eq!(last.voters(), 3, "{last:?}");
+    assert_eq!(last.healthy_voters, 2, "{last:?}");
+    let kubeconfig = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), NS)
+        .get("flaky-kubeconfig")
+        .await
+        .unwrap();
+    let yaml = String::from_utf8(kubeconfig.data.unwrap()["value"].0.clone()).unwrap();
+    let workload = testenv::apiserver::client_from_kubeconfig(&yaml)
+        .await
+        .unwrap();
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(workload)
+        .list(&ListParams::default())
+        .await
+        .expect("the workload API answers through the endpoint after the loss");
+    assert_eq!(nodes.items.len(), 3, "all three nodes still registered");
+
+    let samples = assert_membership_was_safe(&watch, "flaky joiners");
+    assert_eq!(membership_events(&env, "RemoveUnstartedMember").await, 1);
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario slow, crashing and lost joiners: {:.1?} wall time, {samples} membership samples, remediated {crashed:?}",
+        started.elapsed()
+    );
+}
