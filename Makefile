@@ -3,10 +3,14 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 
-.PHONY: help dev test e2e testenv manifests check-manifests release-manifests build lint fmt bench
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build lint fmt bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+quickstart: testenv ## Management plane, both managers, simulated machines and a 3 + 2 cluster; waits until it is ready (Ctrl-C stops it)
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p e2e-tests --bins
+	target/debug/quickstart $(QUICKSTART_ARGS)
 
 dev: testenv build ## Start a local management plane with our CRDs and both managers (Ctrl-C stops it)
 	target/debug/testenv up --dir .dev --crds config/crd/bases --crds e2e/config/crd \

@@ -42,13 +42,13 @@ pub fn manager_binary(name: &str, var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(var) {
         return PathBuf::from(path);
     }
-    let exe = std::env::current_exe().expect("the test binary has a path");
-    // target/debug/deps/<test> → target/debug/<name>
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join(name))
-        .expect("the test binary is in target/<profile>/deps");
+    let exe = std::env::current_exe().expect("the binary has a path");
+    // target/debug/quickstart → target/debug/<name>; target/debug/deps/<test> → target/debug/<name>
+    let dir = exe.parent().expect("the binary is in a folder");
+    let path = [dir.join(name), dir.parent().unwrap_or(dir).join(name)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| dir.join(name));
     assert!(
         path.is_file(),
         "{} is missing: build it first (`cargo build -p kubeadm-bootstrap -p kubeadm-controlplane`) or set ${var}",
@@ -62,6 +62,74 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     crds.extend(kubeadm_api::crd::core_crds());
     crds.extend(sim::api::crds());
     crds
+}
+
+/// Starts `bootstrap-manager` and `controlplane-manager` (with `controlplane_args`) against `plane`, waits
+/// until they are ready and routes their webhooks through the apiserver.
+pub async fn start_managers(
+    plane: &ManagementPlane,
+    crds: &[CustomResourceDefinition],
+    controlplane_args: &[&str],
+) -> Result<Vec<ManagerProcess>, String> {
+    let mut managers = Vec::new();
+    for (name, var, args) in [
+        ("bootstrap-manager", "BOOTSTRAP_MANAGER", &[][..]),
+        (
+            "controlplane-manager",
+            "CONTROLPLANE_MANAGER",
+            controlplane_args,
+        ),
+    ] {
+        let binary = manager_binary(name, var);
+        let mut args = args.to_vec();
+        args.extend_from_slice(testenv::webhooks::local_args(&binary));
+        let mut manager =
+            ManagerProcess::start(&binary, plane.kubeconfig_path(), plane.dir(), &args)
+                .map_err(|e| format!("{name} starts: {e}"))?;
+        manager
+            .wait_ready(Duration::from_secs(60))
+            .await
+            .map_err(|e| format!("{name} ready: {e}"))?;
+        let serving = manager
+            .webhook()
+            .ok_or_else(|| format!("{name} serves no webhooks"))?
+            .clone();
+        testenv::webhooks::route_group_to(
+            plane,
+            testenv::webhooks::owned_group(&binary),
+            crds,
+            &serving.url(),
+            &serving.ca_pem,
+        )
+        .await
+        .map_err(|e| format!("{name} webhooks: {e}"))?;
+        managers.push(manager);
+    }
+    Ok(managers)
+}
+
+/// Server-side applies every document of `yaml` (default namespace [`NS`]), as
+/// `kubectl apply --server-side` would.
+pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> Result<(), String> {
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| format!("not YAML: {e}"))?;
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        let api_version = doc["apiVersion"].as_str().unwrap_or_default().to_owned();
+        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind));
+        let obj: DynamicObject = serde_json::from_value(doc).map_err(|e| format!("{kind}: {e}"))?;
+        let ns = obj.namespace().unwrap_or_else(|| NS.to_owned());
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+        api.patch(
+            &obj.name_any(),
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(|e| format!("apply {kind} {}: {e}", obj.name_any()))?;
+    }
+    Ok(())
 }
 
 impl Env {
@@ -80,37 +148,9 @@ impl Env {
             .expect("management plane starts");
         let crds = all_crds();
         plane.install_crds(&crds).await.expect("CRDs install");
-        let mut managers = Vec::new();
-        for (name, var, args) in [
-            ("bootstrap-manager", "BOOTSTRAP_MANAGER", &[][..]),
-            (
-                "controlplane-manager",
-                "CONTROLPLANE_MANAGER",
-                controlplane_args,
-            ),
-        ] {
-            let binary = manager_binary(name, var);
-            let mut args = args.to_vec();
-            args.extend_from_slice(testenv::webhooks::local_args(&binary));
-            let mut manager =
-                ManagerProcess::start(&binary, plane.kubeconfig_path(), plane.dir(), &args)
-                    .unwrap_or_else(|e| panic!("{name} starts: {e}"));
-            manager
-                .wait_ready(Duration::from_secs(60))
-                .await
-                .unwrap_or_else(|e| panic!("{name} ready: {e}"));
-            let serving = manager.webhook().expect("webhooks served").clone();
-            testenv::webhooks::route_group_to(
-                &plane,
-                testenv::webhooks::owned_group(&binary),
-                &crds,
-                &serving.url(),
-                &serving.ca_pem,
-            )
+        let mut managers = start_managers(&plane, &crds, controlplane_args)
             .await
-            .unwrap_or_else(|e| panic!("{name} webhooks: {e}"));
-            managers.push(manager);
-        }
+            .unwrap_or_else(|e| panic!("{e}"));
         let client = plane.client().await.unwrap();
         let sim = Sim::start(
             client.clone(),
@@ -147,23 +187,9 @@ impl Env {
 
     /// Server-side applies every document of `yaml`, as `kubectl apply --server-side` would.
     pub async fn apply(&self, yaml: &str) {
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).unwrap();
-        for doc in docs.into_iter().filter(|d| !d.is_null()) {
-            let api_version = doc["apiVersion"].as_str().unwrap().to_owned();
-            let kind = doc["kind"].as_str().unwrap().to_owned();
-            let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-            let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind));
-            let obj: DynamicObject = serde_json::from_value(doc).unwrap();
-            let ns = obj.namespace().unwrap_or_else(|| NS.to_owned());
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &resource);
-            api.patch(
-                &obj.name_any(),
-                &PatchParams::apply("e2e").force(),
-                &Patch::Apply(&obj),
-            )
+        apply_yaml(&self.client, yaml)
             .await
-            .unwrap_or_else(|e| panic!("apply {kind} {}: {e}", obj.name_any()));
-        }
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub async fn kcp(&self, name: &str) -> KubeadmControlPlane {
