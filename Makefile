@@ -21,7 +21,11 @@ test: testenv ## Unit and integration tests (real etcd and kube-apiserver)
 
 e2e: testenv ## End-to-end scenarios: both managers as processes, simulated machines running real etcd + kube-apiserver
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
-	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --no-capture
+	mkdir -p target
+	set -o pipefail; status=0; \
+	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --no-capture 2>&1 | tee target/e2e.log || status=$$?; \
+	echo "$$(grep -cE '^ +PASS ' target/e2e.log) passed, $$(grep -cE '^ +(FAIL|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL) ' target/e2e.log) failed"; \
+	exit $$status
 
 testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
 	hack/install-testenv.sh

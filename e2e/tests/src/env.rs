@@ -30,8 +30,9 @@ pub const CLUSTERCTL_EXAMPLE: &str = concat!(
 pub struct Env {
     // Field order is drop order: nodes first, then the managers, then the management plane.
     pub sim: Sim,
-    managers: Vec<ManagerProcess>,
+    pub managers: Vec<Manager>,
     manager_pids: Vec<u32>,
+    pub crds: Vec<CustomResourceDefinition>,
     pub plane: ManagementPlane,
     pub client: kube::Client,
     pub started: Instant,
@@ -70,7 +71,7 @@ pub async fn start_managers(
     plane: &ManagementPlane,
     crds: &[CustomResourceDefinition],
     controlplane_args: &[&str],
-) -> Result<Vec<ManagerProcess>, String> {
+) -> Result<Vec<Manager>, String> {
     let mut managers = Vec::new();
     for (name, var, args) in [
         ("bootstrap-manager", "BOOTSTRAP_MANAGER", &[][..]),
@@ -81,31 +82,89 @@ pub async fn start_managers(
         ),
     ] {
         let binary = manager_binary(name, var);
-        let mut args = args.to_vec();
-        args.extend_from_slice(testenv::webhooks::local_args(&binary));
-        let mut manager =
-            ManagerProcess::start(&binary, plane.kubeconfig_path(), plane.dir(), &args)
-                .map_err(|e| format!("{name} starts: {e}"))?;
-        manager
-            .wait_ready(Duration::from_secs(60))
-            .await
-            .map_err(|e| format!("{name} ready: {e}"))?;
-        let serving = manager
-            .webhook()
-            .ok_or_else(|| format!("{name} serves no webhooks"))?
-            .clone();
-        testenv::webhooks::route_group_to(
-            plane,
-            testenv::webhooks::owned_group(&binary),
-            crds,
-            &serving.url(),
-            &serving.ca_pem,
-        )
-        .await
-        .map_err(|e| format!("{name} webhooks: {e}"))?;
-        managers.push(manager);
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(
+            testenv::webhooks::local_args(&binary)
+                .iter()
+                .map(|a| a.to_string()),
+        );
+        let process = start_manager(plane, crds, &binary, &args).await?;
+        managers.push(Manager {
+            process,
+            binary,
+            args,
+        });
     }
     Ok(managers)
+}
+
+/// A manager process and how it was started, so that it can be started again.
+pub struct Manager {
+    pub process: ManagerProcess,
+    binary: PathBuf,
+    args: Vec<String>,
+}
+
+impl Manager {
+    pub fn name(&self) -> String {
+        self.binary
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Kills the process with SIGKILL (no shutdown of any kind, as a node crash or an OOM kill would)
+    /// and starts it again with the same arguments; returns the new PID.
+    pub async fn kill_and_restart(
+        &mut self,
+        plane: &ManagementPlane,
+        crds: &[CustomResourceDefinition],
+    ) -> Result<u32, String> {
+        let pid = self.process.process().pid();
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .map_err(|e| format!("kill -9 {pid}: {e}"))?;
+        if !killed.success() {
+            return Err(format!("kill -9 {pid} failed"));
+        }
+        if !wait_gone(&[pid], Duration::from_secs(10)).await.is_empty() {
+            return Err(format!("{} (pid {pid}) survived kill -9", self.name()));
+        }
+        self.process = start_manager(plane, crds, &self.binary, &self.args).await?;
+        Ok(self.process.process().pid())
+    }
+}
+
+/// Starts one manager, waits until it is ready and routes its webhooks through the apiserver.
+async fn start_manager(
+    plane: &ManagementPlane,
+    crds: &[CustomResourceDefinition],
+    binary: &std::path::Path,
+    args: &[String],
+) -> Result<ManagerProcess, String> {
+    let name = binary.display();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut manager = ManagerProcess::start(binary, plane.kubeconfig_path(), plane.dir(), &args)
+        .map_err(|e| format!("{name} starts: {e}"))?;
+    manager
+        .wait_ready(Duration::from_secs(60))
+        .await
+        .map_err(|e| format!("{name} ready: {e}"))?;
+    let serving = manager
+        .webhook()
+        .ok_or_else(|| format!("{name} serves no webhooks"))?
+        .clone();
+    testenv::webhooks::route_group_to(
+        plane,
+        testenv::webhooks::owned_group(binary),
+        crds,
+        &serving.url(),
+        &serving.ca_pem,
+    )
+    .await
+    .map_err(|e| format!("{name} webhooks: {e}"))?;
+    Ok(manager)
 }
 
 /// Server-side applies every document of `yaml` (default namespace [`NS`]), as
@@ -161,15 +220,27 @@ impl Env {
             },
         );
         println!("environment up in {:.1?}", started.elapsed());
-        let manager_pids = managers.iter_mut().map(|m| m.process().pid()).collect();
+        let manager_pids = managers
+            .iter_mut()
+            .map(|m| m.process.process().pid())
+            .collect();
         Env {
             sim,
             managers,
             manager_pids,
+            crds,
             plane,
             client,
             started,
         }
+    }
+
+    /// Kills manager `index` (0 bootstrap, 1 control plane) with SIGKILL and starts it again.
+    pub async fn kill_and_restart_manager(&mut self, index: usize) -> Result<String, String> {
+        let manager = &mut self.managers[index];
+        let pid = manager.kill_and_restart(&self.plane, &self.crds).await?;
+        self.manager_pids.push(pid);
+        Ok(manager.name())
     }
 
     /// PIDs of every process this environment started that runs now.
@@ -307,7 +378,7 @@ impl Env {
             .managers
             .iter()
             .map(|m| {
-                let log = m.log();
+                let log = m.process.log();
                 let tail: Vec<&str> = log.lines().rev().take(25).collect();
                 format!(
                     "--- manager log tail ---\n{}",
