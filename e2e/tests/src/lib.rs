@@ -2,6 +2,7 @@
 //! serving their webhooks, the simulator, cluster templates rendered as `controlplane-manager generate
 //! cluster` renders them, and an etcd observer that samples the workload cluster's member list.
 
+pub mod api_probe;
 pub mod env;
 pub mod etcd_watch;
 

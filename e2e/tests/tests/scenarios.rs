@@ -251,6 +251,10 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     println!("create 3 + 1 worker: {:.1?}", started.elapsed());
 
     // Re-applying the template with bumped counters is the whole user action, as with SCS.
+    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, cluster)
+        .await
+        .unwrap();
+    let probe = e2e_tests::api_probe::ApiProbe::start(workload, SAMPLE_EVERY);
     let roll = Instant::now();
     let mut bumped = vars(cluster, 3, 1);
     bumped.insert("CONTROL_PLANE_MACHINE_GEN", "genc02".into());
@@ -324,6 +328,38 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
         3,
         "each old member removed before its machine"
     );
+    let (answered, failed, outage) = probe.summary();
+    println!(
+        "workload API during the rollout: {answered} answers, {failed} failures, longest outage {outage:.1?}; {:.1?} per replaced control-plane machine",
+        roll.elapsed() / 3
+    );
+    assert!(
+        answered > 0 && outage < Duration::from_secs(5),
+        "the workload API server was unreachable for {outage:?} ({failed} failed calls)"
+    );
+    drop(probe);
+
+    // Re-applying unchanged settings changes nothing.
+    let before: Vec<(String, Option<String>)> = env
+        .machines(cluster)
+        .await
+        .iter()
+        .map(|m| (m.name_any(), m.resource_version()))
+        .collect();
+    let kcp_generation = env.kcp(kcp).await.metadata.generation;
+    env.apply_template(&bumped).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after: Vec<(String, Option<String>)> = env
+        .machines(cluster)
+        .await
+        .iter()
+        .map(|m| (m.name_any(), m.resource_version()))
+        .collect();
+    assert_eq!(
+        before, after,
+        "re-applying unchanged settings touched machines"
+    );
+    assert_eq!(env.kcp(kcp).await.metadata.generation, kcp_generation);
 
     drop(watch);
     stop_and_check_nothing_is_left(env, pids).await;

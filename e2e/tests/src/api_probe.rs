@@ -1,0 +1,93 @@
+//! Samples the workload cluster's API server through its control-plane endpoint (the simulated load
+//! balancer), as a user's kubectl would reach it, to show it stays reachable while machines are replaced.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+
+#[derive(Default)]
+struct Record {
+    ok: usize,
+    failed: usize,
+    /// Start of the current run of failures.
+    failing_since: Option<Instant>,
+    longest_outage: Duration,
+}
+
+/// A running probe; stops when dropped.
+pub struct ApiProbe {
+    record: Arc<Mutex<Record>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ApiProbe {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ApiProbe {
+    /// Lists namespaces through the cluster's `<cluster>-kubeconfig` every `every`, each call bounded.
+    pub fn start(client: kube::Client, every: Duration) -> Self {
+        let record = Arc::new(Mutex::new(Record::default()));
+        let shared = record.clone();
+        let task = tokio::spawn(async move {
+            let api: Api<Namespace> = Api::all(client);
+            let params = ListParams::default().limit(1);
+            loop {
+                let call = api.list(&params);
+                let ok = matches!(
+                    tokio::time::timeout(Duration::from_secs(2), call).await,
+                    Ok(Ok(_))
+                );
+                {
+                    let mut r = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    let now = Instant::now();
+                    if ok {
+                        r.ok += 1;
+                        if let Some(since) = r.failing_since.take() {
+                            r.longest_outage = r.longest_outage.max(now - since);
+                        }
+                    } else {
+                        r.failed += 1;
+                        r.failing_since.get_or_insert(now);
+                    }
+                }
+                tokio::time::sleep(every).await;
+            }
+        });
+        ApiProbe { record, task }
+    }
+
+    /// (answered, failed, longest time without an answer).
+    pub fn summary(&self) -> (usize, usize, Duration) {
+        let r = self.record.lock().unwrap_or_else(PoisonError::into_inner);
+        let ongoing = r.failing_since.map(|s| s.elapsed()).unwrap_or_default();
+        (r.ok, r.failed, r.longest_outage.max(ongoing))
+    }
+}
+
+/// A client for the workload cluster from its `<cluster>-kubeconfig` Secret.
+pub async fn workload_client(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<kube::Client, String> {
+    use k8s_openapi::api::core::v1::Secret;
+    let name = format!("{cluster}-kubeconfig");
+    let secret = Api::<Secret>::namespaced(management.clone(), namespace)
+        .get(&name)
+        .await
+        .map_err(|e| format!("Secret {name}: {e}"))?;
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("value"))
+        .ok_or_else(|| format!("Secret {name} has no value"))?;
+    let yaml = String::from_utf8_lossy(&value.0);
+    testenv::apiserver::client_from_kubeconfig(&yaml)
+        .await
+        .map_err(|e| format!("kubeconfig in {name}: {e}"))
+}
