@@ -243,6 +243,24 @@ impl Env {
         Ok(manager.name())
     }
 
+    /// Peak resident memory (VmHWM, KiB) of each running manager, by name.
+    pub fn manager_peak_memory(&mut self) -> Vec<(String, u64)> {
+        self.managers
+            .iter_mut()
+            .map(|m| {
+                let pid = m.process.process().pid();
+                let status =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let kib = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                    .unwrap_or(0);
+                (m.name(), kib)
+            })
+            .collect()
+    }
+
     /// PIDs of every process this environment started that runs now.
     pub fn pids(&self) -> Vec<u32> {
         let mut pids = self.plane.pids();

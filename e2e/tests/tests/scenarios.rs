@@ -232,7 +232,7 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     let cluster = "roll";
     let kcp = "roll-control-plane";
     let generation_label = "controlplane.cluster.x-k8s.io/machine-generation";
-    let env = Env::start(&[]).await;
+    let mut env = Env::start(&[]).await;
     env.apply_template(&vars(cluster, 3, 1)).await;
     let watch = EtcdWatch::start(
         env.client.clone(),
@@ -338,6 +338,9 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
         "the workload API server was unreachable for {outage:?} ({failed} failed calls)"
     );
     drop(probe);
+    for (manager, kib) in env.manager_peak_memory() {
+        println!("peak memory of {manager}: {} MiB", kib / 1024);
+    }
 
     // Re-applying unchanged settings changes nothing.
     let before: Vec<(String, Option<String>)> = env
