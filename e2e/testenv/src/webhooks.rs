@@ -7,7 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
 use crate::{Error, Result};
 
@@ -78,12 +78,22 @@ pub async fn register(
     mutating: &MutatingWebhookConfiguration,
     validating: &ValidatingWebhookConfiguration,
 ) -> Result<()> {
-    let params = PostParams::default();
+    // Applied, not created: a manager started again (a new port, a new certificate) re-registers.
+    let params = kube::api::PatchParams::apply("testenv").force();
+    let name = |meta: &kube::api::ObjectMeta| meta.name.clone().unwrap_or_default();
     Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&params, mutating)
+        .patch(
+            &name(&mutating.metadata),
+            &params,
+            &kube::api::Patch::Apply(mutating),
+        )
         .await?;
     Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(&params, validating)
+        .patch(
+            &name(&validating.metadata),
+            &params,
+            &kube::api::Patch::Apply(validating),
+        )
         .await?;
     Ok(())
 }

@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
-/// Kills per phase, at most; with the seed this makes a run repeatable in its choices.
+/// Kills per phase, at most; with the seed this makes a run repeatable in its choices. Each trial is a
+/// fresh environment with the next seed.
 const KILLS_PER_PHASE: usize = 3;
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -113,11 +114,22 @@ async fn init_secrets(env: &Env, cluster: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn managers_killed_at_random_moments_still_converge_safely() {
-    let seed = std::env::var("E2E_CHAOS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_261_201_u64);
-    println!("chaos seed {seed} (E2E_CHAOS_SEED repeats a run)");
+    let env_number = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let first_seed = env_number("E2E_CHAOS_SEED", 20_261_201);
+    let trials = env_number("E2E_CHAOS_TRIALS", 2);
+    for seed in first_seed..first_seed + trials {
+        trial(seed).await;
+    }
+}
+
+/// One run with its own management plane, managers and cluster.
+async fn trial(seed: u64) {
+    println!("chaos seed {seed} (E2E_CHAOS_SEED={seed} E2E_CHAOS_TRIALS=1 repeats this run)");
     let mut dice = Dice(seed);
     let started = Instant::now();
     let cluster = "chaos";
