@@ -172,6 +172,16 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
         cluster_configuration["apiVersion"],
         "kubeadm.k8s.io/v1beta4"
     );
+    // And the kube-apiserver may reach the kubelets, as kubeadm before 1.38 needs.
+    let binding = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(env.client.clone())
+        .get("kubeadm:apiserver-kubelet-client")
+        .await
+        .unwrap();
+    assert_eq!(binding.role_ref.name, "system:kubelet-api-admin");
+    assert_eq!(
+        binding.subjects.unwrap()[0].name,
+        "kube-apiserver-kubelet-client"
+    );
 
     // At rest, re-applying the unchanged control plane writes nothing.
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -636,8 +636,8 @@ async fn update_addons(
     }
 }
 
-/// Brings the workload cluster's `kubeadm-config` ClusterConfiguration in line with the spec before a
-/// machine joins (see [`crate::cluster_configuration`]).
+/// Before a machine joins: the permissions kubeadm's join relies on, and the workload cluster's
+/// `kubeadm-config` ClusterConfiguration in line with the spec (see [`crate::cluster_configuration`]).
 async fn update_cluster_configuration(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
@@ -653,6 +653,20 @@ async fn update_cluster_configuration(
         .workload
         .get(&ctx.client, &namespace, &cluster.name_any())
         .await?;
+    if workload::ensure_kubelet_api_admin_binding(&client, &desired.version).await? {
+        let note = format!(
+            "created ClusterRoleBinding {} in the workload cluster",
+            workload::KUBELET_API_ADMIN_BINDING
+        );
+        publish(
+            ctx,
+            kcp,
+            EventType::Normal,
+            "KubeadmPermissionsEnsured",
+            &note,
+        )
+        .await;
+    }
     if workload::update_cluster_configuration(&client, &document).await? {
         let note = format!(
             "updated the ClusterConfiguration in the workload cluster's kubeadm-config for Kubernetes {}",

@@ -146,3 +146,48 @@ pub(super) async fn update_cluster_configuration(
     bounded(config_maps.patch(CONFIG_MAP, &params, &Patch::Merge(&patch))).await?;
     Ok(true)
 }
+
+/// The ClusterRoleBinding that lets kube-apiserver reach the kubelets' API (logs, exec, port-forward),
+/// created if missing before a machine joins, as Cluster API does for Kubernetes releases before 1.38
+/// (whose kubeadm may leave it to the provider). True when it was created.
+pub(super) async fn ensure_kubelet_api_admin_binding(
+    client: &kube::Client,
+    kubernetes_version: &str,
+) -> Result<bool, Unreachable> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    use kubeadm_bootstrap::render::version::KubeVersion;
+    if KubeVersion::parse(kubernetes_version).is_some_and(|v| v >= KubeVersion::new(1, 38, 0)) {
+        return Ok(false);
+    }
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    if bounded(bindings.get_opt(KUBELET_API_ADMIN_BINDING))
+        .await?
+        .is_some()
+    {
+        return Ok(false);
+    }
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(KUBELET_API_ADMIN_BINDING.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: "system:kubelet-api-admin".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: "kube-apiserver-kubelet-client".into(),
+            ..Default::default()
+        }]),
+    };
+    match bounded(bindings.create(&Default::default(), &binding)).await {
+        Ok(_) => Ok(true),
+        Err(Unreachable::Api(kube::Error::Api(e))) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Name kubeadm gives the binding of the API server's kubelet client certificate.
+pub(super) const KUBELET_API_ADMIN_BINDING: &str = "kubeadm:apiserver-kubelet-client";
