@@ -69,25 +69,34 @@ impl ApiProbe {
     }
 }
 
+/// The workload cluster's kubeconfig, from its `<cluster>-kubeconfig` Secret (key `value`).
+pub async fn workload_kubeconfig(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<String, String> {
+    use k8s_openapi::api::core::v1::Secret;
+    let name = format!("{cluster}-kubeconfig");
+    let secret = Api::<Secret>::namespaced(management.clone(), namespace)
+        .get(&name)
+        .await
+        .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?;
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("value"))
+        .ok_or_else(|| format!("Secret {namespace}/{name} has no key value"))?;
+    Ok(String::from_utf8_lossy(&value.0).into_owned())
+}
+
 /// A client for the workload cluster from its `<cluster>-kubeconfig` Secret.
 pub async fn workload_client(
     management: &kube::Client,
     namespace: &str,
     cluster: &str,
 ) -> Result<kube::Client, String> {
-    use k8s_openapi::api::core::v1::Secret;
-    let name = format!("{cluster}-kubeconfig");
-    let secret = Api::<Secret>::namespaced(management.clone(), namespace)
-        .get(&name)
-        .await
-        .map_err(|e| format!("Secret {name}: {e}"))?;
-    let value = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("value"))
-        .ok_or_else(|| format!("Secret {name} has no value"))?;
-    let yaml = String::from_utf8_lossy(&value.0);
+    let yaml = workload_kubeconfig(management, namespace, cluster).await?;
     testenv::apiserver::client_from_kubeconfig(&yaml)
         .await
-        .map_err(|e| format!("kubeconfig in {name}: {e}"))
+        .map_err(|e| format!("kubeconfig of {cluster}: {e}"))
 }

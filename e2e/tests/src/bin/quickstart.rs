@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use e2e_tests::env::{NS, SIM_TEMPLATE, all_crds, apply_yaml, start_managers};
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
@@ -280,17 +279,8 @@ async fn write_workload_kubeconfig(
     cluster: &str,
     path: &Path,
 ) -> Result<(), String> {
-    let name = format!("{cluster}-kubeconfig");
-    let secret = Api::<Secret>::namespaced(client.clone(), NS)
-        .get(&name)
-        .await
-        .map_err(|e| format!("Secret {NS}/{name}: {e}"))?;
-    let value = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("value"))
-        .ok_or_else(|| format!("Secret {NS}/{name} has no key value"))?;
-    std::fs::write(path, &value.0).map_err(|e| format!("write {}: {e}", path.display()))
+    let kubeconfig = e2e_tests::api_probe::workload_kubeconfig(client, NS, cluster).await?;
+    std::fs::write(path, kubeconfig).map_err(|e| format!("write {}: {e}", path.display()))
 }
 
 fn print_next_steps(args: &Args, plane: &ManagementPlane, workdir: &Path, workload: &Path) {
