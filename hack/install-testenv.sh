@@ -92,8 +92,14 @@ openapi_input_dirs() {
     | LC_ALL=C sort -u
 }
 
+# Kubernetes 1.20 builds in GOPATH mode with the Go of Debian bookworm (1.19). A newer Go first on PATH
+# (a machine's own toolchain) is not used for it.
+DEBIAN_GO_BIN=/usr/lib/go-1.19/bin
+
 build_kubernetes() {
-  command -v go >/dev/null || die "go not found: install golang-go (Debian) or run without SKIP_APT"
+  [ -x "$DEBIAN_GO_BIN/go" ] || die "$DEBIAN_GO_BIN/go not found: install golang-go (Debian bookworm's Go 1.19)"
+  export PATH="$DEBIAN_GO_BIN:$PATH"
+  go version | grep -q 'go1\.19' || die "expected Debian's Go 1.19 for the kubernetes 1.20 build, got: $(go version)"
   [ -d "$REFLECT2_FIX" ] || die "$REFLECT2_FIX missing: install golang-github-modern-go-reflect2-dev"
   ensure_deb_src
 
