@@ -26,6 +26,9 @@ use crate::conversion::convert_object;
 use crate::crd::{STORAGE_VERSION, provider_crds};
 use crate::validation::FieldError;
 
+mod spec;
+pub use spec::{EmbeddedSpec, read_embedded_spec};
+
 /// API group of KubeadmConfig and KubeadmConfigTemplate.
 pub const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
 /// API group of KubeadmControlPlane and KubeadmControlPlaneTemplate.
@@ -37,7 +40,7 @@ pub const CONTROLPLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
 pub struct Problem {
     /// The file as named by the user (`-` for standard input).
     pub file: String,
-    /// Number of the document in the file, counting from 1.
+    /// Number of the document in the file, counting from 1; 0 for a problem of the whole file.
     pub document: usize,
     /// `Kind/name` of the object, when known.
     pub object: Option<String>,
@@ -49,7 +52,11 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: ", self.file, self.document)?;
+        match self.document {
+            // A problem of the whole file.
+            0 => write!(f, "{}: ", self.file)?,
+            document => write!(f, "{}:{document}: ", self.file)?,
+        }
         if let Some(object) = &self.object {
             write!(f, "{object}: ")?;
         }
@@ -88,8 +95,7 @@ pub struct Report {
 
 /// [`check_documents`] with the converter for v1beta1 objects given.
 fn check_documents_with(file: &str, yaml: &str, groups: &[&str], convert: Converter<'_>) -> Report {
-    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
-    let schemas = SCHEMAS.get_or_init(Schemas::new);
+    let schemas = Schemas::shared();
     let mut report = Report::default();
     for (number, text) in split_documents(yaml) {
         let problem = |object: Option<&str>, path: Option<&str>, rule: String| Problem {
@@ -142,13 +148,17 @@ fn check_document(
         )];
     };
 
-    // The schema lets spec out, and defaulting fills it before the schema is checked: an absent spec
-    // is an empty one.
+    // The API server fills an absent spec with the schema's default (KubeadmConfig has `{}`) before it
+    // checks the schema; the templates have none, and Cluster API takes them without a spec.
     if let Value::Object(fields) = &mut value
         && fields.get("spec").is_none_or(Value::is_null)
     {
-        fields.insert("spec".into(), Value::Object(Default::default()));
+        match schema.pointer("/properties/spec/default") {
+            Some(default) => fields.insert("spec".into(), default.clone()),
+            None => fields.remove("spec"),
+        };
     }
+    let spec_absent = value.get("spec").is_none();
     let mut problems = Vec::new();
     resolve_variables(&mut value, Some(schema), &mut Vec::new(), &mut problems);
     let removed: Vec<Option<String>> = problems.iter().map(|(path, _)| path.clone()).collect();
@@ -181,6 +191,19 @@ fn check_document(
     let mut unresolved = Vec::new();
     text_variable_paths(&value, &mut Vec::new(), &mut unresolved);
     let typed_placeholders = !problems.is_empty();
+    // The Go webhooks see an absent spec as the zero spec; a KubeadmControlPlane's zero spec lacks
+    // its required fields, a template's is complete.
+    if spec_absent {
+        value["spec"] = match header.kind.as_str() {
+            "KubeadmConfigTemplate" => zero_spec::<KubeadmConfigTemplate>(),
+            "KubeadmControlPlaneTemplate" => zero_spec::<KubeadmControlPlaneTemplate>(),
+            _ => Value::Object(Default::default()),
+        };
+        if header.kind == "KubeadmControlPlane" {
+            schema_problems(&value, schema, &mut Vec::new(), &mut problems);
+            return problems;
+        }
+    }
     let result = match header.kind.as_str() {
         "KubeadmConfig" => {
             typed::<KubeadmConfig>(value).map(|c| validate_kubeadm_config_create(&c))
@@ -293,8 +316,14 @@ fn schema_problems(
     }
 }
 
-fn typed<T: DeserializeOwned>(value: Value) -> Result<T, serde_json::Error> {
-    serde_json::from_value(value)
+/// The spec of `K`'s zero value, as Go decodes an object without spec.
+fn zero_spec<K: Default + serde::Serialize>() -> Value {
+    serde_json::to_value(K::default()).expect("objects serialize")["spec"].take()
+}
+
+/// Decodes a checked object; a failure names the field (`spec.files[0].encoding: unknown variant …`).
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))
 }
 
 /// apiVersion, kind and name of a document; `None` for documents that are not Kubernetes objects.
@@ -344,6 +373,12 @@ fn is_our_kind(group: &str, kind: &str) -> bool {
 struct Schemas(BTreeMap<(String, String, String), Value>);
 
 impl Schemas {
+    /// The schemas of the CRDs this build generates, computed once.
+    fn shared() -> &'static Self {
+        static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+        SCHEMAS.get_or_init(Schemas::new)
+    }
+
     fn new() -> Self {
         let mut schemas = BTreeMap::new();
         for crd in provider_crds() {
@@ -937,6 +972,46 @@ spec:
                 Some("spec.version".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn templates_without_spec_are_accepted_as_cluster_api_accepts_them() {
+        for (api_version, kind) in [
+            (
+                "bootstrap.cluster.x-k8s.io/v1beta2",
+                "KubeadmConfigTemplate",
+            ),
+            (
+                "bootstrap.cluster.x-k8s.io/v1beta1",
+                "KubeadmConfigTemplate",
+            ),
+            (
+                "controlplane.cluster.x-k8s.io/v1beta2",
+                "KubeadmControlPlaneTemplate",
+            ),
+            (
+                "controlplane.cluster.x-k8s.io/v1beta1",
+                "KubeadmControlPlaneTemplate",
+            ),
+        ] {
+            let yaml = format!("apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: t}}\n");
+            assert_eq!(
+                check_documents("f", &yaml, BOTH),
+                Report {
+                    checked: 1,
+                    problems: vec![]
+                },
+                "{api_version} {kind}"
+            );
+        }
+        // A spec that is written needs its template, as the CRD says.
+        let yaml = "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfigTemplate\n\
+                    metadata: {name: t}\nspec: {}\n";
+        let paths: Vec<Option<String>> = validate_documents("f", yaml, BOTH)
+            .into_iter()
+            .map(|p| p.path)
+            .collect();
+        assert_eq!(paths, [Some("spec.template".to_owned())]);
     }
 
     #[test]

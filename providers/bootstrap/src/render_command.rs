@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfigSpec};
+use kubeadm_api::offline::read_embedded_spec;
 use kubeadm_bootstrap::render::{
     CertPem, ClusterCertificates, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput,
     Role, render,
@@ -15,8 +16,17 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsage
 
 #[derive(Args)]
 pub struct RenderArgs {
-    /// A KubeadmConfig (bootstrap.cluster.x-k8s.io/v1beta2), a KubeadmConfigTemplate or a bare spec, as YAML.
+    /// YAML holding a KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane or
+    /// KubeadmControlPlaneTemplate (v1beta1 or v1beta2; a v1beta1 object is converted as the API
+    /// server converts it), or a bare KubeadmConfigSpec. A whole cluster template works: pick the object
+    /// with --object when it holds several.
     file: PathBuf,
+    /// The object to render, as Kind/name or name, when the file holds several.
+    #[arg(long)]
+    object: Option<String>,
+    /// apiVersion of a bare KubeadmConfigSpec (a document without kind).
+    #[arg(long, value_enum, default_value = "v1beta2")]
+    spec_version: SpecVersion,
     #[arg(long, value_enum)]
     role: RoleArg,
     /// The Machine's Kubernetes version, e.g. v1.33.1.
@@ -66,6 +76,12 @@ enum RoleArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum SpecVersion {
+    V1beta1,
+    V1beta2,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum FormatArg {
     CloudConfig,
     Ignition,
@@ -73,7 +89,7 @@ enum FormatArg {
 
 /// Renders the user data described by `args`.
 pub fn run(args: &RenderArgs) -> Result<Vec<u8>, String> {
-    let (name, mut spec) = read_spec(&args.file)?;
+    let (name, mut spec) = read_spec(args)?;
     if let Some(format) = args.format {
         spec.format = Some(match format {
             FormatArg::CloudConfig => Format::CloudConfig,
@@ -131,26 +147,25 @@ pub fn run(args: &RenderArgs) -> Result<Vec<u8>, String> {
     })
 }
 
-/// The spec and, for a KubeadmConfig, its name.
-fn read_spec(path: &Path) -> Result<(Option<String>, KubeadmConfigSpec), String> {
+/// The spec, in v1beta2, and the name of the object it came from. The object must pass the admission
+/// rules: what the webhooks refuse is not rendered, and every problem names its field.
+fn read_spec(args: &RenderArgs) -> Result<(Option<String>, KubeadmConfigSpec), String> {
+    let path = &args.file;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let value: serde_json::Value =
-        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let name = value["metadata"]["name"].as_str().map(str::to_owned);
-    let spec = match value["kind"].as_str() {
-        Some("KubeadmConfig") => value["spec"].clone(),
-        Some("KubeadmConfigTemplate") => value["spec"]["template"]["spec"].clone(),
-        Some(other) => return Err(format!("{}: unexpected kind {other:?}", path.display())),
-        None => value,
+    let bare_version = match args.spec_version {
+        SpecVersion::V1beta1 => "v1beta1",
+        SpecVersion::V1beta2 => "v1beta2",
     };
-    // An absent (or empty) spec is a config with every default, as the CRD defaults it.
-    let spec = if spec.is_null() {
-        serde_json::json!({})
-    } else {
-        spec
-    };
-    let spec = serde_json::from_value(spec).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((name, spec))
+    let file = path.display().to_string();
+    read_embedded_spec(&file, &text, args.object.as_deref(), bare_version)
+        .map(|found| (found.name, found.spec))
+        .map_err(|problems| {
+            problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
 }
 
 fn read_certificates(dir: &Path) -> Result<ClusterCertificates, String> {

@@ -113,3 +113,104 @@ fn renders_a_kubeadm_config_without_spec() {
         "{output}"
     );
 }
+
+fn render_file(yaml: &str, role: &str, version: &str, extra: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("input.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    Command::new(BINARY)
+        .arg("render")
+        .arg(&path)
+        .args(["--role", role, "--kubernetes-version", version])
+        .args(["--cluster-name", "c1", "--endpoint", "c1.example.com:6443"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+const V1BETA1_KCP: &str = r#"apiVersion: controlplane.cluster.x-k8s.io/v1beta1
+kind: KubeadmControlPlane
+metadata:
+  name: c1-control-plane
+spec:
+  replicas: 3
+  version: v1.33.1
+  machineTemplate:
+    infrastructureRef:
+      apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+      kind: OpenStackMachineTemplate
+      name: c1-control-plane
+  kubeadmConfigSpec:
+    clusterConfiguration:
+      apiServer:
+        timeoutForControlPlane: 20m
+        extraArgs:
+          cloud-provider: external
+    initConfiguration:
+      nodeRegistration:
+        kubeletExtraArgs:
+          cloud-provider: external
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta1
+kind: KubeadmConfigTemplate
+metadata:
+  name: c1-md-0
+spec:
+  template:
+    spec:
+      joinConfiguration:
+        discovery:
+          timeout: 7m
+        nodeRegistration:
+          kubeletExtraArgs:
+            cloud-provider: external
+"#;
+
+#[test]
+fn v1beta1_objects_render_through_the_conversion_with_their_v1beta1_only_fields() {
+    let init = stdout(&render_file(
+        V1BETA1_KCP,
+        "init",
+        "v1.33.1",
+        &["--object", "KubeadmControlPlane/c1-control-plane"],
+    ));
+    assert!(init.contains("- name: cloud-provider\n"), "{init}");
+    // v1beta1's apiServer.timeoutForControlPlane, moved by the conversion into the init timeouts.
+    assert!(
+        init.contains("controlPlaneComponentHealthCheck: 20m0s"),
+        "{init}"
+    );
+
+    let worker = stdout(&render_file(
+        V1BETA1_KCP,
+        "worker",
+        "v1.33.1",
+        &["--object", "c1-md-0"],
+    ));
+    // v1beta1's discovery.timeout became the join's TLS bootstrap timeout.
+    assert!(worker.contains("tlsBootstrap: 7m0s"), "{worker}");
+}
+
+#[test]
+fn a_file_with_several_objects_needs_object_and_bad_fields_are_named() {
+    let output = render_file(V1BETA1_KCP, "worker", "v1.33.1", &[]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("KubeadmControlPlane/c1-control-plane, KubeadmConfigTemplate/c1-md-0"),
+        "{stderr}"
+    );
+
+    // A v1beta1 list where v1beta1 has a map: the field and its version are named.
+    let bad = "apiVersion: bootstrap.cluster.x-k8s.io/v1beta1\nkind: KubeadmConfig\nmetadata: {name: w}\n\
+               spec:\n  joinConfiguration:\n    nodeRegistration:\n      kubeletExtraArgs:\n\
+               \x20       - {name: a, value: b}\n";
+    let output = render_file(bad, "worker", "v1.33.1", &[]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr
+            .contains("KubeadmConfig/w: spec.joinConfiguration.nodeRegistration.kubeletExtraArgs"),
+        "{stderr}"
+    );
+}

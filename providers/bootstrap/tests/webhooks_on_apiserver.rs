@@ -204,6 +204,28 @@ async fn the_real_rules_refuse_default_and_convert_through_the_api_server() {
     let stored = templates.create(&params, &marked).await.unwrap();
     assert_eq!(stored.data["spec"]["template"]["spec"].get("format"), None);
 
+    // A template with metadata only, as Cluster API's own templates declare their workers', in both
+    // versions and also as the topology controller's dry run: admitted, and stored without a spec.
+    for (version, name) in [("v1beta2", "bare"), ("v1beta1", "bare-v1beta1")] {
+        let mut bare = object(version, "KubeadmConfigTemplate", name, Value::Null);
+        bare.data = json!({});
+        bare.metadata.annotations = marked.metadata.annotations.clone();
+        let versioned = api(&client, version, "KubeadmConfigTemplate");
+        versioned.create(&dry_run, &bare).await.unwrap_or_else(|e| {
+            panic!("{version} template without spec refused on a dry run: {e}")
+        });
+        let stored = versioned
+            .create(&params, &bare)
+            .await
+            .unwrap_or_else(|e| panic!("{version} template without spec refused: {e}"));
+        assert_eq!(
+            stored.data.get("spec"),
+            None,
+            "{version}: {:?}",
+            stored.data
+        );
+    }
+
     stop.send(true).unwrap();
     server.await.unwrap();
 }

@@ -108,7 +108,7 @@ impl WebhookServerBuilder {
     /// on CREATE and UPDATE.
     pub fn defaulter<K, F>(self, default: F) -> Self
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Serialize,
+        K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default,
         F: Fn(&mut K) -> Result<(), Denial> + Send + Sync + 'static,
     {
         self.defaulter_with_request::<K, _>(move |object, _| default(object))
@@ -118,7 +118,7 @@ impl WebhookServerBuilder {
     /// applied only to dry runs.
     pub fn defaulter_with_request<K, F>(self, default: F) -> Self
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Serialize,
+        K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default,
         F: Fn(&mut K, &AdmissionRequest) -> Result<(), Denial> + Send + Sync + 'static,
     {
         let path = typed::path_of::<K>(Admission::Mutate);
@@ -128,7 +128,7 @@ impl WebhookServerBuilder {
     /// Validation for kind `K` at its kubebuilder path (`/validate-<group>-<version>-<kind>`).
     pub fn validator<K, F>(self, validate: F) -> Self
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
+        K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default,
         F: Fn(Change<'_, K>) -> Result<Warnings, Denial> + Send + Sync + 'static,
     {
         let path = typed::path_of::<K>(Admission::Validate);

@@ -3,7 +3,9 @@
 //! is encoded back for the patch.
 //!
 //! Cluster API declares `spec` optional (Go drops an empty one when it writes), while our kinds
-//! require it: an object without `spec` (or with `spec: null`) decodes as if it had `spec: {}`.
+//! require it: an object without `spec` (or with `spec: null`) decodes with the spec of the kind's zero
+//! value, as Go decodes it (`{}`, or `{template: {}}` for the templates, whose workers' variant Cluster
+//! API's own templates declare without spec).
 
 use kube_core::Resource;
 use kube_core::admission::Operation;
@@ -33,7 +35,7 @@ pub(crate) fn defaulting<K, F>(
     default: F,
 ) -> impl Fn(&AdmissionRequest) -> Result<Option<Value>, Denial> + Send + Sync + 'static
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Serialize,
+    K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default,
     F: Fn(&mut K, &AdmissionRequest) -> Result<(), Denial> + Send + Sync + 'static,
 {
     move |request| {
@@ -41,11 +43,20 @@ where
             (Operation::Create | Operation::Update, Some(object)) => object,
             _ => return Ok(None),
         };
+        let spec_absent = object.data.get("spec").is_none_or(Value::is_null);
         let mut object: K = decode(object)?;
         default(&mut object, request)?;
-        serde_json::to_value(&object).map(Some).map_err(|e| {
+        let mut encoded = serde_json::to_value(&object).map_err(|e| {
             Denial::internal(format!("cannot encode the defaulted {}: {e}", K::kind(&())))
-        })
+        })?;
+        // A spec that defaulting left at the zero value stays absent: the patch adds nothing.
+        if spec_absent
+            && encoded.get("spec") == Some(&zero_spec::<K>())
+            && let Value::Object(members) = &mut encoded
+        {
+            members.remove("spec");
+        }
+        Ok(Some(encoded))
     }
 }
 
@@ -54,7 +65,7 @@ pub(crate) fn validating<K, F>(
     validate: F,
 ) -> impl Fn(&AdmissionRequest) -> Result<Warnings, Denial> + Send + Sync + 'static
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned,
+    K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default,
     F: Fn(Change<'_, K>) -> Result<Warnings, Denial> + Send + Sync + 'static,
 {
     move |request| {
@@ -83,8 +94,16 @@ where
     }
 }
 
-/// Decodes `object` as a `K`, reading a missing or null `spec` as `{}`.
-pub(crate) fn decode<K: Resource<DynamicType = ()> + DeserializeOwned>(
+/// The spec of `K`'s zero value.
+fn zero_spec<K: Serialize + Default>() -> Value {
+    serde_json::to_value(K::default())
+        .ok()
+        .and_then(|mut value| value.get_mut("spec").map(Value::take))
+        .unwrap_or_else(|| Value::Object(Default::default()))
+}
+
+/// Decodes `object` as a `K`, reading a missing or null `spec` as the zero value's.
+pub(crate) fn decode<K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default>(
     object: &kube_core::DynamicObject,
 ) -> Result<K, Denial> {
     let bad = |e: serde_json::Error| {
@@ -94,7 +113,7 @@ pub(crate) fn decode<K: Resource<DynamicType = ()> + DeserializeOwned>(
     if let Value::Object(members) = &mut value {
         let spec = members.entry("spec").or_insert(Value::Null);
         if spec.is_null() {
-            *spec = Value::Object(Default::default());
+            *spec = zero_spec::<K>();
         }
     }
     serde_json::from_value(value).map_err(bad)
@@ -125,6 +144,18 @@ mod tests {
             let config: KubeadmConfig = decode(&object(value)).unwrap();
             assert_eq!(config.spec, Default::default());
         }
+    }
+
+    #[test]
+    fn a_template_without_spec_decodes_with_an_empty_template() {
+        use kubeadm_api::bootstrap::v1beta2::KubeadmConfigTemplate;
+        let value = json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+            "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "md-0", "namespace": "default"}
+        });
+        let template: KubeadmConfigTemplate = decode(&object(value)).unwrap();
+        assert_eq!(template.spec, Default::default());
     }
 
     #[test]
