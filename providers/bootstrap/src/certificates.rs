@@ -146,10 +146,9 @@ pub fn generate(validity_days: u32) -> Result<ClusterCertificates, CertError> {
     })
 }
 
-/// Key algorithm when `clusterConfiguration.encryptionAlgorithm` is unset: ECDSA P-256, which kubeadm,
-/// kube-apiserver (ES256 service-account tokens) and the Go providers all accept, and which is generated
-/// in microseconds where an RSA key takes up to seconds.
-pub const DEFAULT_KEY_ALGORITHM: EncryptionAlgorithmType = EncryptionAlgorithmType::EcdsaP256;
+/// Key algorithm when `clusterConfiguration.encryptionAlgorithm` is unset: RSA-2048, the default of
+/// kubeadm and Cluster API, so clusters look the same whichever provider created them.
+pub const DEFAULT_KEY_ALGORITHM: EncryptionAlgorithmType = EncryptionAlgorithmType::Rsa2048;
 
 /// A fresh key pair of one kind with [`DEFAULT_KEY_ALGORITHM`]; see [`generate_kind_with`].
 pub fn generate_kind(kind: CertKind, validity_days: u32) -> Result<CertPem, CertError> {
@@ -215,7 +214,7 @@ pub fn generate_kind_with(
 
 /// A new private key. ring generates the ECDSA keys; it cannot generate RSA keys (only sign with them), so
 /// those come from the `rsa` crate and are handed to ring as PKCS#8.
-fn generate_key(algorithm: EncryptionAlgorithmType) -> Result<KeyPair, String> {
+pub fn generate_key(algorithm: EncryptionAlgorithmType) -> Result<KeyPair, String> {
     let bits = match algorithm {
         EncryptionAlgorithmType::EcdsaP256 => {
             return KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string());
@@ -681,7 +680,7 @@ mod tests {
     }
 
     #[test]
-    fn generated_cas_are_ecdsa_ca_certificates_with_kubeadm_names() {
+    fn generated_cas_are_rsa_ca_certificates_with_kubeadm_names() {
         let before = OffsetDateTime::now_utc().unix_timestamp();
         let certs = generate(DEFAULT_CA_VALIDITY_DAYS).unwrap();
         let after = OffsetDateTime::now_utc().unix_timestamp();
@@ -707,8 +706,8 @@ mod tests {
             assert!(!usage.key_encipherment());
             assert_eq!(
                 cert.public_key().algorithm.algorithm.to_id_string(),
-                "1.2.840.10045.2.1",
-                "{cn} has an EC key"
+                "1.2.840.113549.1.1.1",
+                "{cn} has an RSA key"
             );
 
             let not_before = cert.validity().not_before.timestamp();
@@ -787,6 +786,17 @@ mod tests {
             let derived = openssl(&["pkey", "-pubout"], sa.key.as_bytes());
             assert_eq!(String::from_utf8(derived).unwrap(), sa.cert, "{algorithm}");
         }
+    }
+
+    #[test]
+    fn without_encryption_algorithm_keys_are_rsa_2048_as_kubeadm_makes_them() {
+        let ca = generate_kind(CertKind::Ca, 30).unwrap();
+        let text = openssl(&["x509", "-noout", "-text"], ca.cert.as_bytes());
+        let text = String::from_utf8_lossy(&text);
+        assert!(
+            text.contains("rsaEncryption") && text.contains("2048 bit"),
+            "{text}"
+        );
     }
 
     #[test]

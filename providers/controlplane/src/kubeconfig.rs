@@ -8,12 +8,14 @@ use base64::Engine as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE};
+use kubeadm_bootstrap::certificates::generate_key;
 use kubeadm_bootstrap::render::CertPem;
 use kubeadm_bootstrap::workload::{KUBECONFIG_KEY, kubeconfig_secret_name};
 use rcgen::{
     CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
-    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+    KeyUsagePurpose,
 };
 use time::{Duration, OffsetDateTime};
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -40,9 +42,10 @@ pub fn secret(
     server: &str,
     ca: &CertPem,
     owner: OwnerReference,
+    algorithm: EncryptionAlgorithmType,
     now: OffsetDateTime,
 ) -> Result<Secret, KubeconfigError> {
-    let client = issue_admin_certificate(cluster, ca, now)?;
+    let client = issue_admin_certificate(cluster, ca, algorithm, now)?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let user = format!("{cluster}-admin");
     let context = format!("{user}@{cluster}");
@@ -104,9 +107,12 @@ pub fn client_certificate_expiry(secret: &Secret) -> Option<OffsetDateTime> {
     Some(cert.validity().not_after.to_datetime())
 }
 
+/// The admin client certificate, with a key of the cluster's `encryptionAlgorithm` as Cluster API
+/// issues it.
 fn issue_admin_certificate(
     cluster: &str,
     ca: &CertPem,
+    algorithm: EncryptionAlgorithmType,
     now: OffsetDateTime,
 ) -> Result<CertPem, KubeconfigError> {
     let ca_error = |reason: String| KubeconfigError::Ca {
@@ -116,8 +122,7 @@ fn issue_admin_certificate(
     let ca_key = signing_key(&ca.key).map_err(ca_error)?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert, ca_key)
         .map_err(|e| ca_error(format!("tls.crt: {e}")))?;
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)
-        .map_err(|e| KubeconfigError::Issue(e.to_string()))?;
+    let key = generate_key(algorithm).map_err(KubeconfigError::Issue)?;
     let mut params = CertificateParams::default();
     let mut name = DistinguishedName::new();
     name.push(DnType::OrganizationName, "system:masters");
@@ -147,7 +152,7 @@ pub(crate) fn signing_key(pem_text: &str) -> Result<KeyPair, String> {
     let pkcs8 = match pem.label.as_str() {
         "PRIVATE KEY" => pem.contents.clone(),
         "RSA PRIVATE KEY" => pkcs8_wrap(RSA_ALGORITHM, &pem.contents),
-        "EC PRIVATE KEY" => pkcs8_wrap(P256_ALGORITHM, &pem.contents),
+        "EC PRIVATE KEY" => pkcs8_wrap(sec1_algorithm(&pem.contents)?, &pem.contents),
         other => {
             return Err(format!(
                 "tls.key holds a {other:?} block, not a private key"
@@ -176,6 +181,68 @@ const P256_ALGORITHM: &[u8] = &[
     0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48,
     0xce, 0x3d, 0x03, 0x01, 0x07,
 ];
+
+/// DER of AlgorithmIdentifier { id-ecPublicKey, secp384r1 }.
+const P384_ALGORITHM: &[u8] = &[
+    0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81, 0x04,
+    0x00, 0x22,
+];
+/// OID contents of prime256v1 and secp384r1.
+const P256_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+const P384_OID: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
+
+/// The PKCS#8 algorithm of a SEC1 `ECPrivateKey`: its curve is named in the optional `[0] parameters`,
+/// else told by the length of the private key (32 bytes P-256, 48 bytes P-384).
+fn sec1_algorithm(der: &[u8]) -> Result<&'static [u8], String> {
+    let unreadable =
+        || "tls.key is an EC PRIVATE KEY block that is not a SEC1 ECPrivateKey".to_owned();
+    let (tag, body, _) = der_item(der).ok_or_else(unreadable)?;
+    if tag != 0x30 {
+        return Err(unreadable());
+    }
+    let mut rest = body;
+    let mut private_len = None;
+    while !rest.is_empty() {
+        let (tag, content, next) = der_item(rest).ok_or_else(unreadable)?;
+        match tag {
+            0x04 => private_len = Some(content.len()),
+            0xa0 => {
+                let (oid_tag, oid, _) = der_item(content).ok_or_else(unreadable)?;
+                return match (oid_tag, oid) {
+                    (0x06, P256_OID) => Ok(P256_ALGORITHM),
+                    (0x06, P384_OID) => Ok(P384_ALGORITHM),
+                    _ => Err("tls.key is an EC key on a curve other than P-256 or P-384".into()),
+                };
+            }
+            _ => {}
+        }
+        rest = next;
+    }
+    match private_len {
+        Some(32) => Ok(P256_ALGORITHM),
+        Some(48) => Ok(P384_ALGORITHM),
+        _ => Err("tls.key is an EC key on a curve other than P-256 or P-384".into()),
+    }
+}
+
+/// One DER item: tag, contents and the bytes after it.
+fn der_item(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 || rest.len() < count {
+            return None;
+        }
+        let len = rest[..count]
+            .iter()
+            .fold(0usize, |len, &b| (len << 8) | usize::from(b));
+        (len, &rest[count..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
 
 /// PrivateKeyInfo { version 0, algorithm, OCTET STRING key }.
 fn pkcs8_wrap(algorithm: &[u8], key: &[u8]) -> Vec<u8> {
@@ -271,7 +338,16 @@ mod tests {
         )
         .unwrap();
         let now = OffsetDateTime::now_utc();
-        let secret = secret("prod", "ns", "https://10.0.0.1:6443", &ca, owner(), now).unwrap();
+        let secret = secret(
+            "prod",
+            "ns",
+            "https://10.0.0.1:6443",
+            &ca,
+            owner(),
+            EncryptionAlgorithmType::Rsa2048,
+            now,
+        )
+        .unwrap();
         assert_eq!(secret.metadata.name.as_deref(), Some("prod-kubeconfig"));
         assert_eq!(secret.type_.as_deref(), Some(CLUSTER_SECRET_TYPE));
         verify_against_ca(&secret, &ca);
@@ -290,14 +366,22 @@ mod tests {
                 vec!["ecparam", "-name", "prime256v1", "-genkey", "-noout"],
                 vec!["ec"],
             ),
+            // A P-384 key in SEC1 form must not be taken for a P-256 one.
+            (
+                vec!["ecparam", "-name", "secp384r1", "-genkey", "-noout"],
+                vec!["ec"],
+            ),
+            // PKCS#8 of each kind.
+            (vec!["genrsa", "2048"], vec!["pkcs8", "-topk8", "-nocrypt"]),
+            (
+                vec!["ecparam", "-name", "secp384r1", "-genkey", "-noout"],
+                vec!["pkcs8", "-topk8", "-nocrypt"],
+            ),
         ] {
             let key = openssl(&genkey, b"");
             let key = openssl(&convert, &key);
             let key = String::from_utf8(key).unwrap();
-            assert!(
-                key.contains("RSA PRIVATE KEY") || key.contains("EC PRIVATE KEY"),
-                "{key}"
-            );
+            assert!(key.contains("PRIVATE KEY-----"), "{key}");
             let dir = tempfile::tempdir().unwrap();
             let key_path = dir.path().join("ca.key");
             std::fs::write(&key_path, &key).unwrap();
@@ -329,6 +413,7 @@ mod tests {
                 "https://h:6443",
                 &ca,
                 owner(),
+                EncryptionAlgorithmType::EcdsaP256,
                 OffsetDateTime::now_utc(),
             )
             .unwrap();
@@ -356,6 +441,7 @@ mod tests {
             "https://h:6443",
             &ca,
             owner(),
+            EncryptionAlgorithmType::EcdsaP256,
             OffsetDateTime::now_utc(),
         )
         .unwrap_err();

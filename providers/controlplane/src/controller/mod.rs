@@ -22,6 +22,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, PAUSED_ANNOTATION};
@@ -409,12 +410,7 @@ async fn apply(
         .and_then(|s| s.cluster_configuration.ca_certificate_validity_period_days)
         .and_then(|d| u32::try_from(d).ok())
         .unwrap_or(DEFAULT_CA_VALIDITY_DAYS);
-    let algorithm = kcp
-        .spec
-        .kubeadm_config_spec
-        .as_ref()
-        .and_then(|s| s.cluster_configuration.encryption_algorithm)
-        .unwrap_or(certificates::DEFAULT_KEY_ALGORITHM);
+    let algorithm = key_algorithm(kcp);
     let certs = match certificates::lookup_or_generate_with(
         &ctx.client,
         &namespace,
@@ -867,6 +863,15 @@ fn control_plane_failure_domains(cluster: &Cluster) -> Vec<String> {
     names
 }
 
+/// The key algorithm of the cluster's certificates and of the admin kubeconfig's client key.
+fn key_algorithm(kcp: &KubeadmControlPlane) -> EncryptionAlgorithmType {
+    kcp.spec
+        .kubeadm_config_spec
+        .as_ref()
+        .and_then(|s| s.cluster_configuration.encryption_algorithm)
+        .unwrap_or(certificates::DEFAULT_KEY_ALGORITHM)
+}
+
 /// Creates the kubeconfig Secret, or renews it when its client certificate nears expiry. A Secret this
 /// controller does not own (a user's own) is left alone.
 async fn ensure_kubeconfig(
@@ -882,8 +887,15 @@ async fn ensure_kubeconfig(
     let now = time::OffsetDateTime::now_utc();
     match secrets.get_opt(&name).await? {
         None => {
-            let secret =
-                kubeconfig::secret(cluster, &namespace, server, ca, owner_reference(kcp), now)?;
+            let secret = kubeconfig::secret(
+                cluster,
+                &namespace,
+                server,
+                ca,
+                owner_reference(kcp),
+                key_algorithm(kcp),
+                now,
+            )?;
             match secrets.create(&PostParams::default(), &secret).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -896,8 +908,15 @@ async fn ensure_kubeconfig(
                 .iter()
                 .any(|o| o.controller == Some(true) && Some(&o.uid) == kcp.uid().as_ref());
             if ours && kubeconfig::needs_renewal(&existing, now) {
-                let mut secret =
-                    kubeconfig::secret(cluster, &namespace, server, ca, owner_reference(kcp), now)?;
+                let mut secret = kubeconfig::secret(
+                    cluster,
+                    &namespace,
+                    server,
+                    ca,
+                    owner_reference(kcp),
+                    key_algorithm(kcp),
+                    now,
+                )?;
                 secret.metadata.resource_version = existing.resource_version();
                 secrets
                     .replace(&name, &PostParams::default(), &secret)
