@@ -3,7 +3,9 @@
 #   - Debian packages: etcd 3.4 (server + etcdctl), Go (to build the apiserver), cloud-init (schema checks),
 #     protoc (the etcd-client crate compiles etcd's protobufs);
 #   - kube-apiserver and kubeadm v1.20.2, built from Debian bookworm's `kubernetes` source package, because no
-#     registry reachable here ships the binaries. The build is cached outside the repository and reused.
+#     registry reachable here ships the binaries. The build is cached outside the repository and reused;
+#   - ignition-check (hack/tools/cmd/ignition-check), built with the machine's own Go (>= 1.22, the `go` first
+#     on PATH) from modules of the Go module proxy, cached under a hash of its sources so a change rebuilds.
 #
 # Idempotent: a second run checks, prints what it found and exits in well under a second.
 # Environment:
@@ -19,6 +21,11 @@ KUBE_DIR="$CACHE_ROOT/kubernetes-$KUBE_VERSION-$RECIPE"
 APT_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init
   protobuf-compiler dpkg-dev openssl ca-certificates)
 REFLECT2_FIX=/usr/share/gocode/src/github.com/modern-go/reflect2
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_SRC="$REPO_ROOT/hack/tools"
+# The oldest Go that builds hack/tools (its go.mod says `go 1.22`).
+TOOLS_GO_MIN_MINOR=22
 
 started=$(date +%s)
 say() { printf '[install-testenv %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
@@ -170,6 +177,72 @@ build_kubernetes() {
   say "kube-apiserver and kubeadm $KUBE_VERSION cached in $KUBE_DIR/bin"
 }
 
+# Where hack/tools builds to: a short hash of its go.mod, go.sum and the sources under cmd/ (with their
+# paths), so an edit or a version bump builds into a new folder.
+tools_dir() {
+  local hash
+  hash=$(cd "$TOOLS_SRC" && {
+    for f in go.mod go.sum; do printf '%s\n' "$f"; cat "$f"; done
+    find cmd -type f | LC_ALL=C sort | while read -r f; do printf '%s\n' "$f"; cat "$f"; done
+  } | sha256sum | cut -c1-12)
+  echo "$CACHE_ROOT/tools-$hash"
+}
+
+# Go as hack/tools is built with: go.mod/go.sum as committed, no go.work, no toolchain download.
+tools_go() {
+  (cd "$TOOLS_SRC" && env GOFLAGS=-mod=readonly GOCACHE="$CACHE_ROOT/go-build-cache" GOWORK=off GOTOOLCHAIN=local \
+    CGO_ENABLED=0 go "$@")
+}
+
+build_ignition_check() {
+  local dir="$1" go_bin go_version minor
+  # A machine whose own Go is not first on PATH (e.g. Debian's 1.19 installed above for the 1.20 build):
+  # use the machine's Go from its usual place.
+  minor=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p') || true
+  if { [ -z "$minor" ] || [ "$minor" -lt "$TOOLS_GO_MIN_MINOR" ]; } && [ -x /usr/local/go/bin/go ]; then
+    export PATH="/usr/local/go/bin:$PATH"
+  fi
+  go_bin=$(command -v go) || die "go not found on PATH: hack/tools needs Go >= 1.$TOOLS_GO_MIN_MINOR (put the machine's Go, e.g. /usr/local/go/bin, first on PATH)"
+  go_version=$(go env GOVERSION 2>/dev/null) || die "$go_bin env GOVERSION failed"
+  minor=$(printf '%s' "$go_version" | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+  [ -n "$minor" ] && [ "$minor" -ge "$TOOLS_GO_MIN_MINOR" ] \
+    || die "hack/tools needs Go >= 1.$TOOLS_GO_MIN_MINOR, but the go first on PATH ($go_bin) is $go_version; put a newer Go first on PATH"
+  [ -f "$TOOLS_SRC/go.mod" ] && [ -f "$TOOLS_SRC/go.sum" ] || die "$TOOLS_SRC/go.mod or go.sum missing"
+
+  mkdir -p "$CACHE_ROOT"
+  rm -rf "$dir.tmp"
+  mkdir -p "$dir.tmp/bin"
+  local log="$dir.tmp/build.log" t0
+  t0=$(date +%s)
+  say "building ignition-check with $go_version ($go_bin) into $dir/bin"
+  if ! tools_go build -trimpath -buildvcs=false -o "$dir.tmp/bin/ignition-check" ./cmd/ignition-check >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    # A build error names the importing file, not the module; `go mod download` names the module it cannot get.
+    tools_go mod download >>"$log" 2>&1 || true
+    # Name the modules Go could not get: "M@vX: ...", "module M: ...", "missing go.sum entry for module providing package P".
+    local modules
+    modules=$( { sed -nE 's/^(go: )?([^ ]+@v[^ :]+): .*/\2/p' "$log"
+                 sed -nE 's/.*[^a-z]module ([^ :]+): .*/\1/p' "$log"
+                 sed -nE 's/.*missing go\.sum entry for module providing package ([^ ;]+).*/the one providing \1 (no go.sum entry)/p' "$log"
+               } | LC_ALL=C sort -u | paste -sd',' - | sed 's/,/, /g') || true
+    local not_tidy=0
+    grep -q 'updates to go.mod needed' "$log" && not_tidy=1
+    rm -rf "$dir.tmp"
+    if [ -n "$modules" ]; then
+      die "building ignition-check failed: Go could not get module(s): $modules (GOPROXY=$(go env GOPROXY): is the Go module proxy reachable? A module without a go.sum entry needs 'go mod tidy' in hack/tools)"
+    fi
+    [ "$not_tidy" = 1 ] \
+      && die "building ignition-check failed: hack/tools/go.mod does not list every module it needs (GOFLAGS=-mod=readonly); run 'go mod tidy' in hack/tools"
+    die "building ignition-check in $TOOLS_SRC failed (log above)"
+  fi
+  printf '{"ignition":{"version":"2.3.0"}}' | "$dir.tmp/bin/ignition-check" validate >/dev/null \
+    || { rm -rf "$dir.tmp"; die "the built ignition-check does not validate a minimal Ignition 2.3 config"; }
+  rm -f "$log"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  say "ignition-check built in $(($(date +%s) - t0))s, cached in $dir/bin"
+}
+
 ensure_packages
 if ! command -v kubectl >/dev/null; then
   [ "${SKIP_APT:-0}" = 1 ] && die "kubectl not found (SKIP_APT=1 is set; install Debian's kubernetes-client)"
@@ -182,6 +255,15 @@ done
 if [ -x "$KUBE_DIR/bin/kube-apiserver" ] && [ -x "$KUBE_DIR/bin/kubeadm" ]; then
   say "kube-apiserver and kubeadm $KUBE_VERSION found in $KUBE_DIR/bin (cached)"
 else
-  build_kubernetes
+  # In a subshell: the build puts Debian's Go 1.19 first on PATH, sets GOPATH/GO111MODULE and changes directory.
+  ( build_kubernetes )
 fi
-say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin"
+TOOLS_DIR=$(tools_dir)
+if [ -x "$TOOLS_DIR/bin/ignition-check" ]; then
+  # Touched so that it is the newest tools-* folder's binary, the one testenv::binaries::ignition_check() picks.
+  touch "$TOOLS_DIR/bin/ignition-check"
+  say "ignition-check found in $TOOLS_DIR/bin (cached)"
+else
+  build_ignition_check "$TOOLS_DIR"
+fi
+say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin, ignition-check in $TOOLS_DIR/bin"

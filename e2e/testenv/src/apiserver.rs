@@ -173,10 +173,20 @@ impl KubeApiServer {
             let request = http::Request::get("/readyz")
                 .body(Vec::new())
                 .expect("static request");
+            // `/readyz` can answer before the system namespaces controller has created `default`,
+            // where most tests start writing: ready means both.
+            let default_namespace = http::Request::get("/api/v1/namespaces/default")
+                .body(Vec::new())
+                .expect("static request");
             match client.request_text(request).await {
                 Ok(body) if body.trim() == "ok" => {
-                    tracing::info!(url = %self.url, elapsed = ?started.elapsed(), "kube-apiserver ready");
-                    return Ok(self);
+                    match client.request_text(default_namespace).await {
+                        Ok(_) => {
+                            tracing::info!(url = %self.url, elapsed = ?started.elapsed(), "kube-apiserver ready");
+                            return Ok(self);
+                        }
+                        Err(e) => last_error = format!("namespace default not there yet: {e}"),
+                    }
                 }
                 Ok(body) => last_error = format!("/readyz answered {body:?}"),
                 Err(e) => last_error = e.to_string(),

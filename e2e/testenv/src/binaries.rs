@@ -12,7 +12,7 @@ pub const KUBE_RECIPE: &str = "r3";
 const INSTALL_HINT: &str =
     "run `hack/install-testenv.sh` (installs Debian's etcd and builds kube-apiserver)";
 
-/// The cache folder `hack/install-testenv.sh` builds kube-apiserver into.
+/// The cache folder `hack/install-testenv.sh` builds kube-apiserver and ignition-check into.
 pub fn cache_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("KUBEADM_PROVIDERS_CACHE") {
         return PathBuf::from(dir);
@@ -44,6 +44,46 @@ pub fn kubeadm() -> Result<PathBuf, Error> {
         .join(format!("kubernetes-{KUBE_VERSION}-{KUBE_RECIPE}"))
         .join("bin/kubeadm");
     find("kubeadm", "KUBEADM", Some(&cached))
+}
+
+/// `ignition-check` (`hack/tools/cmd/ignition-check`): transpiles Container Linux Configs and validates
+/// Ignition 2.3 configs with the Flatcar libraries Cluster API's kubeadm bootstrap provider uses.
+/// `$IGNITION_CHECK` overrides; otherwise the newest `tools-*/bin/ignition-check` under [`cache_root`].
+/// `hack/install-testenv.sh` builds one folder per hash of `hack/tools` and touches the current binary on
+/// every run, so the newest is the one for the checked-out sources.
+pub fn ignition_check() -> Result<PathBuf, Error> {
+    const NAME: &str = "ignition-check";
+    const ENV: &str = "IGNITION_CHECK";
+    if std::env::var_os(ENV).is_some() {
+        return find(NAME, ENV, None);
+    }
+    let root = cache_root();
+    newest_cached_tool(&root, NAME).ok_or_else(|| Error::MissingBinary {
+        name: NAME.into(),
+        hint: format!(
+            "no {}/tools-*/bin/{NAME}; run `hack/install-testenv.sh` (builds it from hack/tools with \
+             Go >= 1.22), or set ${ENV}",
+            root.display()
+        ),
+    })
+}
+
+/// The most recently modified executable `<root>/tools-*/bin/<name>` (unfinished `*.tmp` builds skipped).
+fn newest_cached_tool(root: &Path, name: &str) -> Option<PathBuf> {
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("tools-") && !n.ends_with(".tmp"))
+        })
+        .map(|entry| entry.path().join("bin").join(name))
+        .filter(|path| is_executable(path))
+        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
+        .max()
+        .map(|(_, path)| path)
 }
 
 fn find(name: &str, env: &str, cached: Option<&Path>) -> Result<PathBuf, Error> {

@@ -149,7 +149,7 @@ fn ignition_additional_config_is_merged() {
         remote:
           url: https://example.com/crictl.tar.gz
           verification:
-            hash: {function: sha512, sum: 0123abcd}
+            hash: {function: sha512, sum: a4abd4448c49562d828115d13a1fccea927f52b4d5459297f8b43e42da89238bc13626e43dcb38ddb082488927ec904fb42057443983e88585179d50551afe62}
     - path: /etc/motd
       append: true
       contents:

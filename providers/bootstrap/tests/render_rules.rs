@@ -24,7 +24,8 @@ fn invalid(field: &str, rule_contains: &str, result: Result<Vec<u8>, RenderError
                 "rule {rule:?} lacks {rule_contains:?}"
             );
         }
-        other => panic!("expected Invalid for {field}, got {other:?}"),
+        Err(other) => panic!("expected Invalid for {field}, got {other:?}"),
+        Ok(_) => panic!("expected Invalid for {field}, got a render"),
     }
 }
 
@@ -115,15 +116,19 @@ fn duplicate_paths_are_refused_unless_appending() {
         ..File::default()
     });
     render_init(&appending).unwrap();
-    render_with(
-        &KubeadmConfigSpec {
-            format: Some(Format::Ignition),
-            ..appending
-        },
-        Role::Init,
-        V1BETA4_VERSION,
-    )
-    .unwrap();
+    let mut ignition = fixture_spec_with_format(Format::Ignition);
+    ignition.files.push(appending.files[4].clone());
+    let output: serde_json::Value =
+        serde_json::from_slice(&render_init(&ignition).unwrap()).unwrap();
+    // Two entries for the path, the second appending, as Ignition 2.3 takes them.
+    let entries: Vec<&serde_json::Value> = output["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"] == "/etc/kubernetes/cloud.conf")
+        .collect();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1]["append"], true);
 }
 
 #[test]
@@ -153,17 +158,16 @@ fn files_must_not_replace_generated_ones() {
 
 #[test]
 fn ignition_files_must_not_replace_generated_ones() {
-    let mut spec = fixture_spec_with_format(Format::Ignition);
-    spec.files.push(File {
-        path: "/etc/ntp.conf".into(),
-        content: Some("server 10.0.0.1\n".into()),
-        ..File::default()
-    });
-    invalid(
-        "spec.files[4].path",
-        "written by the bootstrap provider",
-        render_init(&spec),
-    );
+    for path in ["/etc/kubeadm.sh", "/etc/kubeadm.yml"] {
+        let mut spec = fixture_spec_with_format(Format::Ignition);
+        spec.files.push(File {
+            path: path.into(),
+            content: Some("mine\n".into()),
+            ..File::default()
+        });
+        let at = format!("spec.files[{}].path", spec.files.len() - 1);
+        invalid(&at, "written by the bootstrap provider", render_init(&spec));
+    }
 }
 
 #[test]
@@ -372,72 +376,70 @@ fn discovery_kubeconfig_must_not_replace_a_user_file() {
 #[test]
 fn ignition_additional_config_errors_name_the_key_and_the_rule() {
     let field = "spec.ignition.containerLinuxConfig.additionalConfig";
-    for (additional, rule) in [
-        ("storage: [", "is not valid YAML"),
+    for (additional, strict, rule) in [
+        ("storage: [", false, "is not valid YAML"),
         (
             "storage:\n  filez: []\n",
-            "storage.filez: unknown field `filez`",
+            true,
+            "storage.filez: is not a key of a Container Linux Config",
         ),
         (
-            "storage:\n  files:\n  - path: /etc/x\n    contents: {inline: a, remote: {url: https://x}}\n",
-            "storage.files[0].contents: inline and remote are mutually exclusive",
+            "storage:\n  files:\n  - path: /etc/x\n    mode: 0644\n    contents: {inline: a, remote: {url: https://x}}\n",
+            false,
+            "storage.files[0].contents: inline, local and remote are mutually exclusive",
         ),
         (
             "storage:\n  files:\n  - path: /etc/x\n    mode: 9999\n",
+            false,
             "storage.files[0].mode: 9999 is not a file mode",
         ),
         (
-            "storage:\n  files:\n  - path: etc/x\n",
-            "storage.files[0].path: \"etc/x\" must be an absolute path",
-        ),
-        (
-            "storage:\n  files:\n  - path: /x\n    filesystem: oem\n",
-            "storage.files[0].filesystem: \"oem\" is not supported",
+            "storage:\n  files:\n  - path: etc/x\n    mode: 0644\n",
+            false,
+            "storage.files[0].path: \"etc/x\" is not an absolute path",
         ),
         (
             "storage:\n  files:\n  - path: /x\n    mode: nope\n",
+            false,
             "storage.files[0].mode",
         ),
-        ("etcd:\n  version: 3.5.0\n", "etcd: is not supported"),
+        ("etcd:\n  version: 3.5.0\n", false, "etcd: is not supported"),
         (
-            "storage:\n  disks:\n  - device: /dev/sdb\n",
-            "storage.disks: is not supported here; use spec.diskSetup.partitions",
-        ),
-        (
-            "storage:\n  files:\n  - path: /etc/kubeadm.sh\n    contents: {inline: echo}\n",
-            "storage.files[0].path: \"/etc/kubeadm.sh\" is already written",
-        ),
-        (
-            "systemd:\n  units:\n  - name: kubeadm.service\n    dropins: [{name: a.conf}, {name: a.conf}]\n",
-            "systemd.units[0].dropins[1].name: duplicates systemd.units[0].dropins[0].name",
+            "storage:\n  disks:\n  - device: /dev/sdb\n    partitions: [{size: 1024}]\n",
+            false,
+            "storage.disks[0].partitions[0].size",
         ),
         (
             "systemd:\n  units:\n  - name: x.service\n    dropins: [{name: a}]\n",
+            false,
             "must be a file name ending in .conf",
         ),
         (
-            "passwd:\n  users:\n  - name: capi\n",
-            "passwd.users[0].name: \"capi\" is already a user of spec.users",
+            "storage:\n  files:\n  - path: /etc/x\n",
+            true,
+            "storage.files[0].mode: is unset",
         ),
     ] {
         let mut spec = fixture_spec_with_format(Format::Ignition);
         spec.ignition.container_linux_config.additional_config = Some(additional.into());
+        spec.ignition.container_linux_config.strict = Some(strict);
         invalid(field, rule, render_init(&spec));
     }
 }
 
+/// Cluster API writes one partition over the whole disk whatever `diskLayout` says; so do we.
 #[test]
-fn ignition_cannot_size_partitions_in_percent() {
+fn ignition_partitions_a_disk_as_one_partition() {
     let mut spec = fixture_spec_with_format(Format::Ignition);
-    spec.disk_setup.partitions[0].layout = None;
+    spec.disk_setup.partitions[0].layout = Some(true);
     spec.disk_setup.partitions[0].disk_layout = vec![PartitionSpec {
         percentage: 100,
         partition_type: None,
     }];
-    invalid(
-        "spec.diskSetup.partitions[0].diskLayout",
-        "not supported with format ignition",
-        render_init(&spec),
+    let output: serde_json::Value = serde_json::from_slice(&render_init(&spec).unwrap()).unwrap();
+    assert_eq!(
+        output["storage"]["disks"][0]["partitions"],
+        serde_json::json!([{}])
     );
 }
 
@@ -542,4 +544,20 @@ fn cloud_config_carries_contents_and_commands_verbatim() {
         .map(|c| c.as_str().unwrap())
         .collect();
     assert_eq!(tail, ["yes", "0640", "a: b", "{{ v1_hostname }}"]);
+}
+
+#[test]
+fn the_webhooks_reserve_exactly_the_paths_the_renderer_writes() {
+    use kubeadm_bootstrap::render::{cloudinit, ignition};
+    let mut written = vec![
+        cloudinit::INIT_CONFIG_PATH,
+        cloudinit::JOIN_CONFIG_PATH,
+        cloudinit::PLACEHOLDER_PATH,
+        ignition::KUBEADM_CONFIG_PATH,
+        ignition::KUBEADM_SCRIPT_PATH,
+    ];
+    let mut reserved = kubeadm_api::bootstrap::validation::BOOTSTRAP_FILE_PATHS.to_vec();
+    written.sort();
+    reserved.sort();
+    assert_eq!(written, reserved);
 }

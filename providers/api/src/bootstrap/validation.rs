@@ -81,6 +81,19 @@ pub fn validate_kubeadm_config_template_update(
     validate_kubeadm_config_template_create(new)
 }
 
+const WRITTEN_BY_BOOTSTRAP: &str = "is written by the bootstrap provider itself (the kubeadm \
+    configuration and script); change it with preKubeadmCommands";
+
+/// Files the bootstrap data writes itself, in both formats: cloud-init's kubeadm configurations and
+/// placeholder, Ignition's kubeadm script and configuration. User commands read them at these paths.
+pub const BOOTSTRAP_FILE_PATHS: [&str; 5] = [
+    "/run/kubeadm/kubeadm.yaml",
+    "/run/kubeadm/kubeadm-join-config.yaml",
+    "/run/cluster-api/placeholder",
+    "/etc/kubeadm.yml",
+    "/etc/kubeadm.sh",
+];
+
 fn non_empty(value: &Option<String>) -> bool {
     value.as_deref().is_some_and(|v| !v.is_empty())
 }
@@ -107,6 +120,13 @@ fn validate_files(spec: &KubeadmConfigSpec, base: &str, errors: &mut Vec<FieldEr
                     MISSING_SECRET_KEY,
                 ));
             }
+        }
+        if BOOTSTRAP_FILE_PATHS.contains(&file.path.as_str()) {
+            errors.push(FieldError::invalid(
+                child(&at, "path"),
+                &file.path,
+                WRITTEN_BY_BOOTSTRAP,
+            ));
         }
         if !known_paths.insert(file.path.as_str()) {
             errors.push(FieldError::duplicate(
@@ -158,6 +178,10 @@ fn validate_ignition(spec: &KubeadmConfigSpec, base: &str, errors: &mut Vec<Fiel
         return;
     }
 
+    // What the renderer cannot turn into Ignition is refused here, with the same checks.
+    for (path, rule) in super::ignition::spec_problems(spec) {
+        errors.push(FieldError::invalid_hidden(child(base, &path), rule));
+    }
     for (i, user) in spec.users.iter().enumerate() {
         if user.inactive == Some(true) {
             let at = child(&index(&child(base, "users"), i), "inactive");
@@ -347,7 +371,7 @@ files:
     contentFrom:
       secret: {name: cloud-config, key: cloud.conf}
   - path: /etc/motd
-    content: hello
+    content: aGVsbG8=
     encoding: base64
 users:
   - name: capi
@@ -446,6 +470,47 @@ bootCommands:
                 s.users[0].inactive = Some(true);
             },
             &[("spec.users[0].inactive", CANNOT_USE_WITH_IGNITION)],
+        ),
+        (
+            "a file the bootstrap writes",
+            |s| s.files[1].path = "/etc/kubeadm.sh".into(),
+            &[("spec.files[1].path", WRITTEN_BY_BOOTSTRAP)],
+        ),
+        (
+            "ignition: bad base64",
+            |s| {
+                ignition(s);
+                s.files[1].content = Some("not base64!".into());
+            },
+            &[(
+                "spec.files[1].content",
+                "is not valid base64: Invalid symbol 33, offset 9.",
+            )],
+        ),
+        (
+            "ignition: a format Ignition cannot create",
+            |s| {
+                ignition(s);
+                s.disk_setup.filesystems[0].filesystem = "ext3".into();
+            },
+            &[(
+                "spec.diskSetup.filesystems[0].filesystem",
+                "\"ext3\" is not a format Ignition creates (ext4, btrfs, xfs, swap, vfat)",
+            )],
+        ),
+        (
+            "ignition: additionalConfig that does not transpile",
+            |s| {
+                ignition(s);
+                s.ignition.container_linux_config.additional_config =
+                    Some("systemd:\n  units:\n  - name: kubelet\n".into());
+            },
+            &[(
+                "spec.ignition.containerLinuxConfig.additionalConfig",
+                "systemd.units[0].name: \"kubelet\" is not a unit name (it must end in one of \
+                 .service .socket .device .mount .automount .swap .target .path .timer .snapshot \
+                 .slice .scope)",
+            )],
         ),
         (
             "ignition: gzip file",

@@ -1,24 +1,24 @@
-//! Ignition config (spec 3.3.0, JSON) for Flatcar and Fedora CoreOS. Ignition runs once, before the
-//! system starts, so kubeadm runs later from the `kubeadm.service` unit: it executes `/etc/kubeadm.sh`
-//! (pre commands, kubeadm, sentinel, post commands) while `/etc/kubeadm.yml` exists, then moves that
-//! file away so the unit never runs again. Spec 3.3.0 is the newest version every supported Flatcar
-//! and Fedora CoreOS release reads, and needs nothing newer.
+//! Ignition config (spec 2.3.0, JSON) as Cluster API's kubeadm bootstrap provider writes it for
+//! Flatcar: the bootstrap's files, users, disks and mounts, and a `kubeadm.service` unit that runs
+//! `/etc/kubeadm.sh` (pre commands, kubeadm, sentinel, post commands) while `/etc/kubeadm.yml`
+//! exists, then moves that file away so the unit never runs again. The transpiled
+//! `additionalConfig` is appended as Cluster API appends it: lists concatenated, nothing merged.
+//!
+//! Where Cluster API's output is a side effect of templating, the intent is written instead: mount
+//! units are named and typed as systemd requires, `append: true` appends, and a file without
+//! permissions gets 0644 rather than failing the render.
 
-use std::collections::BTreeMap;
-
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::Serialize;
-
+use kubeadm_api::bootstrap::ignition::{self, Config, data_url, decode_base64, types};
 use kubeadm_api::bootstrap::v1beta2::{Encoding, File, KubeadmConfigSpec, User};
 
-use super::clc::{self, FIELD as ADDITIONAL_CONFIG};
 use super::{Bootstrap, RenderError, invalid, parse_mode, root_file};
 
 pub const KUBEADM_CONFIG_PATH: &str = "/etc/kubeadm.yml";
 pub const KUBEADM_SCRIPT_PATH: &str = "/etc/kubeadm.sh";
-const SPEC_VERSION: &str = "3.3.0";
+const ADDITIONAL_CONFIG: &str = "spec.ignition.containerLinuxConfig.additionalConfig";
 
+// `/bin/bash` runs the script even where /etc is mounted noexec (Cluster API made the same change
+// after v1.14).
 const KUBEADM_UNIT: &str = "[Unit]
 Description=kubeadm
 # Run only once. After successful run, this file is moved to /tmp/.
@@ -35,527 +35,75 @@ WantedBy=multi-user.target
 const SENTINEL: &str =
     "mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete";
 
-#[derive(Serialize)]
-struct Config {
-    ignition: IgnitionVersion,
-    #[serde(skip_serializing_if = "Passwd::is_empty")]
-    passwd: Passwd,
-    storage: Storage,
-    systemd: Systemd,
-}
-
-#[derive(Serialize)]
-struct IgnitionVersion {
-    version: &'static str,
-}
-
-#[derive(Serialize)]
-struct Passwd {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    users: Vec<PasswdUser>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    groups: Vec<PasswdGroup>,
-}
-
-impl Passwd {
-    fn is_empty(&self) -> bool {
-        self.users.is_empty() && self.groups.is_empty()
-    }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PasswdGroup {
-    name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gid: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    password_hash: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<bool>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PasswdUser {
-    name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gecos: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    groups: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    home_dir: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shell: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    password_hash: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    primary_group: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    ssh_authorized_keys: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    uid: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_create_home: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_user_group: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_log_init: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<bool>,
-}
-
-#[derive(Serialize)]
-struct Storage {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    disks: Vec<Disk>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    filesystems: Vec<Filesystem>,
-    files: Vec<FileNode>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    directories: Vec<DirectoryNode>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    links: Vec<LinkNode>,
-}
-
-#[derive(Serialize)]
-struct DirectoryNode {
-    path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    overwrite: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mode: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<Name>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<Name>,
-}
-
-#[derive(Serialize)]
-struct LinkNode {
-    path: String,
-    target: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hard: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    overwrite: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<Name>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<Name>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Disk {
-    device: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    wipe_table: Option<bool>,
-    /// One empty partition: number and size chosen by Ignition, i.e. the whole disk.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    partitions: Vec<serde_json::Map<String, serde_json::Value>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Filesystem {
-    device: String,
-    format: String,
-    wipe_filesystem: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    label: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    options: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct FileNode {
-    path: String,
-    /// Ignition 3 refuses to replace an existing file unless told to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    overwrite: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mode: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<Name>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<Name>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    contents: Option<Resource>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    append: Vec<Resource>,
-}
-
-/// A user or group, by id or name.
-#[derive(Serialize)]
-struct Name {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Resource {
-    source: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    compression: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    verification: Option<Verification>,
-}
-
-#[derive(Serialize)]
-struct Verification {
-    /// `<function>-<hex digest>`.
-    hash: String,
-}
-
-#[derive(Serialize)]
-struct Systemd {
-    units: Vec<Unit>,
-}
-
-#[derive(Serialize)]
-struct Unit {
-    name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    enabled: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mask: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    contents: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    dropins: Vec<Dropin>,
-}
-
-#[derive(Serialize)]
-struct Dropin {
-    name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    contents: Option<String>,
-}
-
 /// Renders the Ignition config as compact JSON.
 pub(crate) fn render(bootstrap: &Bootstrap) -> Result<Vec<u8>, RenderError> {
     let spec = bootstrap.spec;
-    check_supported(spec)?;
-    // Parsed before anything else, so a bad one fails the render whatever else it holds.
-    let additional = spec
-        .ignition
-        .container_linux_config
-        .additional_config
-        .as_deref()
-        .filter(|text| !text.trim().is_empty())
-        .map(clc::parse)
-        .transpose()?;
-    let mut config = Config {
-        ignition: IgnitionVersion {
-            version: SPEC_VERSION,
-        },
-        passwd: Passwd {
-            users: bootstrap.users.iter().map(passwd_user).collect(),
-            groups: Vec::new(),
-        },
-        storage: Storage {
-            disks: disks(spec),
-            filesystems: filesystems(spec),
-            files: file_nodes(&all_files(bootstrap)?),
-            directories: Vec::new(),
-            links: Vec::new(),
-        },
-        systemd: Systemd { units: units(spec) },
-    };
-    if let Some(additional) = additional {
-        merge(&mut config, additional)?;
+    // The admission webhooks refuse all of these; checked again so nothing half-rendered leaves.
+    if let Some((path, rule)) = ignition::spec_problems(spec).into_iter().next() {
+        return Err(invalid(format!("spec.{path}"), rule));
+    }
+    for (i, file) in spec.files.iter().enumerate() {
+        if matches!(file.encoding, Some(Encoding::Gzip | Encoding::GzipBase64)) {
+            return Err(invalid(
+                format!("spec.files[{i}].encoding"),
+                "gzip encodings are not supported with format ignition",
+            ));
+        }
+    }
+    let mut config = Config::new();
+    config.passwd.users = bootstrap.users.iter().map(passwd_user).collect();
+    config.storage.files = all_files(bootstrap)?
+        .iter()
+        .map(file_node)
+        .collect::<Result<_, _>>()?;
+    config.storage.disks = disks(spec);
+    config.storage.filesystems = filesystems(spec);
+    config.systemd.units = units(spec);
+    let clc = &spec.ignition.container_linux_config;
+    if let Some(text) = clc.additional_config.as_deref() {
+        let additional = ignition::transpile(text, clc.strict == Some(true))
+            .map_err(|e| invalid(ADDITIONAL_CONFIG, e.to_string()))?;
+        config.append(additional.config);
     }
     Ok(serde_json::to_vec(&config).expect("plain structs always serialize"))
 }
 
-/// Adds the additional Container Linux Config. Ignition 3 refuses two entries for one path or unit, so:
-/// a file may only append to a path written here (`append: true`); a unit of the same name gets its
-/// drop-ins added and its `enabled`, `mask` and `contents` replaced where set; everything else must be new.
-fn merge(config: &mut Config, additional: clc::Config) -> Result<(), RenderError> {
-    let taken = |key: String, path: &str| {
-        invalid(
-            ADDITIONAL_CONFIG,
-            format!(
-                "{key}.path: {path:?} is already written by the bootstrap provider or spec.files"
-            ),
-        )
-    };
-    for (i, file) in additional.storage.files.into_iter().enumerate() {
-        let key = format!("storage.files[{i}]");
-        let resource = clc_resource(&file.contents);
-        match config
-            .storage
-            .files
-            .iter_mut()
-            .find(|n| n.path == file.path)
-        {
-            Some(node) if file.append == Some(true) => node.append.push(resource),
-            Some(_) => return Err(taken(key, &file.path)),
-            None => {
-                let append = file.append == Some(true);
-                config.storage.files.push(FileNode {
-                    path: file.path,
-                    // Ignition 3 keeps an existing file unless told otherwise; Container Linux Configs replaced it.
-                    overwrite: if append {
-                        file.overwrite
-                    } else {
-                        Some(file.overwrite.unwrap_or(true))
-                    },
-                    mode: file.mode,
-                    user: file.user.map(clc_name),
-                    group: file.group.map(clc_name),
-                    contents: (!append).then_some(resource),
-                    append: Vec::new(),
-                });
-                if append {
-                    let node = config.storage.files.last_mut().expect("just pushed");
-                    node.append.push(clc_resource(&file.contents));
-                }
-            }
-        }
-    }
-    for (i, directory) in additional.storage.directories.into_iter().enumerate() {
-        if config
-            .storage
-            .files
-            .iter()
-            .any(|f| f.path == directory.path)
-        {
-            return Err(taken(format!("storage.directories[{i}]"), &directory.path));
-        }
-        config.storage.directories.push(DirectoryNode {
-            path: directory.path,
-            overwrite: directory.overwrite,
-            mode: directory.mode,
-            user: directory.user.map(clc_name),
-            group: directory.group.map(clc_name),
-        });
-    }
-    for (i, link) in additional.storage.links.into_iter().enumerate() {
-        if config.storage.files.iter().any(|f| f.path == link.path) {
-            return Err(taken(format!("storage.links[{i}]"), &link.path));
-        }
-        config.storage.links.push(LinkNode {
-            path: link.path,
-            target: link.target,
-            hard: link.hard,
-            overwrite: link.overwrite,
-            user: link.user.map(clc_name),
-            group: link.group.map(clc_name),
-        });
-    }
-    for (i, unit) in additional.systemd.units.into_iter().enumerate() {
-        let key = format!("systemd.units[{i}]");
-        let dropins = unit.dropins.into_iter().map(|d| Dropin {
-            name: d.name,
-            contents: d.contents,
-        });
-        let enabled = unit.enabled.or(unit.enable);
-        match config
-            .systemd
-            .units
-            .iter_mut()
-            .find(|u| u.name == unit.name)
-        {
-            Some(existing) => {
-                for dropin in dropins {
-                    if existing.dropins.iter().any(|d| d.name == dropin.name) {
-                        return Err(invalid(
-                            ADDITIONAL_CONFIG,
-                            format!(
-                                "{key}.dropins: {} already has a drop-in {:?}",
-                                unit.name, dropin.name
-                            ),
-                        ));
-                    }
-                    existing.dropins.push(dropin);
-                }
-                existing.enabled = enabled.or(existing.enabled);
-                existing.mask = unit.mask.or(existing.mask);
-                existing.contents = unit.contents.or(existing.contents.take());
-            }
-            None => config.systemd.units.push(Unit {
-                name: unit.name,
-                enabled,
-                mask: unit.mask,
-                contents: unit.contents,
-                dropins: dropins.collect(),
-            }),
-        }
-    }
-    // systemd-networkd reads its units from /etc/systemd/network.
-    for (i, unit) in additional.networkd.units.into_iter().enumerate() {
-        let dir = "/etc/systemd/network";
-        let mut files = Vec::new();
-        if let Some(contents) = &unit.contents {
-            files.push((format!("{dir}/{}", unit.name), contents.clone()));
-        }
-        for dropin in &unit.dropins {
-            let contents = dropin.contents.clone().unwrap_or_default();
-            files.push((format!("{dir}/{}.d/{}", unit.name, dropin.name), contents));
-        }
-        for (path, contents) in files {
-            if config.storage.files.iter().any(|f| f.path == path) {
-                return Err(taken(format!("networkd.units[{i}]"), &path));
-            }
-            config.storage.files.push(FileNode {
-                path,
-                overwrite: Some(true),
-                mode: Some(0o644),
-                user: None,
-                group: None,
-                contents: Some(Resource {
-                    source: format!("data:,{}", percent_encode(&contents)),
-                    compression: None,
-                    verification: None,
-                }),
-                append: Vec::new(),
-            });
-        }
-    }
-    for (i, user) in additional.passwd.users.into_iter().enumerate() {
-        if config.passwd.users.iter().any(|u| u.name == user.name) {
-            return Err(invalid(
-                ADDITIONAL_CONFIG,
-                format!(
-                    "passwd.users[{i}].name: {:?} is already a user of spec.users",
-                    user.name
-                ),
-            ));
-        }
-        config.passwd.users.push(PasswdUser {
-            name: user.name,
-            gecos: user.gecos,
-            groups: user.groups,
-            home_dir: user.home_dir,
-            shell: user.shell,
-            password_hash: user.password_hash,
-            primary_group: user.primary_group,
-            ssh_authorized_keys: user.ssh_authorized_keys,
-            uid: user.uid,
-            no_create_home: user.no_create_home,
-            no_user_group: user.no_user_group,
-            no_log_init: user.no_log_init,
-            system: user.system,
-        });
-    }
-    config
-        .passwd
-        .groups
-        .extend(additional.passwd.groups.into_iter().map(|g| PasswdGroup {
-            name: g.name,
-            gid: g.gid,
-            password_hash: g.password_hash,
-            system: g.system,
-        }));
-    Ok(())
-}
-
-fn clc_name(owner: clc::Owner) -> Name {
-    Name {
-        id: owner.id,
-        name: owner.name.filter(|n| !n.is_empty()),
-    }
-}
-
-/// Inline text as a data URL; a remote source as its URL, with its compression and hash.
-fn clc_resource(contents: &clc::Contents) -> Resource {
-    match &contents.remote {
-        Some(remote) => Resource {
-            source: remote.url.clone(),
-            compression: remote
-                .compression
-                .as_deref()
-                .filter(|c| *c == "gzip")
-                .map(|_| "gzip"),
-            verification: remote.verification.as_ref().map(|v| Verification {
-                hash: format!("{}-{}", v.hash.function, v.hash.sum),
-            }),
-        },
-        None => Resource {
-            source: format!(
-                "data:,{}",
-                percent_encode(contents.inline.as_deref().unwrap_or_default())
-            ),
-            compression: None,
-            verification: None,
-        },
-    }
-}
-
-fn check_supported(spec: &KubeadmConfigSpec) -> Result<(), RenderError> {
-    for (i, partition) in spec.disk_setup.partitions.iter().enumerate() {
-        if !partition.disk_layout.is_empty() {
-            // Ignition sizes partitions in MiB; percentages have no equivalent.
-            return Err(invalid(
-                format!("spec.diskSetup.partitions[{i}].diskLayout"),
-                "is not supported with format ignition; use layout: true",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Sudo rules and sshd settings for users, then the bootstrap's files, the kubeadm script, its config
-/// and the NTP configuration.
+/// and the NTP configuration, in Cluster API's order.
 fn all_files(bootstrap: &Bootstrap) -> Result<Vec<File>, RenderError> {
     let spec = bootstrap.spec;
-    let mut generated = Vec::new();
+    let mut files = Vec::new();
     for user in &bootstrap.users {
         if let Some(sudo) = &user.sudo {
-            let rule = format!("{} {sudo}\n", user.name);
-            generated.push(mode_file(
+            files.push(mode_file(
                 format!("/etc/sudoers.d/{}", user.name),
                 "0600",
-                &rule,
+                &format!("{} {sudo}\n", user.name),
             ));
         }
     }
     if let Some(sshd_config) = sshd_config(&bootstrap.users) {
-        generated.push(mode_file("/etc/ssh/sshd_config", "0600", &sshd_config));
+        files.push(mode_file("/etc/ssh/sshd_config", "0600", &sshd_config));
     }
-    let user_files_start = generated.len();
-    generated.push(mode_file(
+    files.extend(bootstrap.files.iter().cloned());
+    files.push(mode_file(
         KUBEADM_SCRIPT_PATH,
         "0700",
         &kubeadm_script(bootstrap),
     ));
-    generated.push(mode_file(
+    files.push(mode_file(
         KUBEADM_CONFIG_PATH,
         "0600",
-        &bootstrap.kubeadm_config,
+        &format!("---\n{}", bootstrap.kubeadm_config),
     ));
     if spec.ntp.enabled == Some(true) && !spec.ntp.servers.is_empty() {
-        generated.push(mode_file(
+        files.push(mode_file(
             "/etc/ntp.conf",
             "0644",
             &ntp_conf(&spec.ntp.servers),
         ));
     }
-    check_generated_paths(spec, &generated)?;
-
-    let mut files = generated;
-    files.splice(
-        user_files_start..user_files_start,
-        bootstrap.files.iter().cloned(),
-    );
     Ok(files)
-}
-
-/// Same-path entries merge into one node, so a user file must not meet a file written here.
-fn check_generated_paths(spec: &KubeadmConfigSpec, generated: &[File]) -> Result<(), RenderError> {
-    for (i, file) in spec.files.iter().enumerate() {
-        if generated.iter().any(|g| g.path == file.path) {
-            return Err(invalid(
-                format!("spec.files[{i}].path"),
-                format!("{:?} is written by the bootstrap provider", file.path),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A file with only a mode; Ignition writes it as root.
@@ -566,28 +114,19 @@ fn mode_file(path: impl Into<String>, permissions: &str, content: &str) -> File 
     }
 }
 
+/// `/etc/kubeadm.sh`, line by line as Cluster API writes it.
 fn kubeadm_script(bootstrap: &Bootstrap) -> String {
     let spec = bootstrap.spec;
-    let mut script = String::from("#!/bin/bash\nset -e\n");
-    if !spec.pre_kubeadm_commands.is_empty() {
-        script.push('\n');
-        script.push_str(&lines(&spec.pre_kubeadm_commands));
-    }
-    script.push('\n');
-    script.push_str(&bootstrap.kubeadm_command(KUBEADM_CONFIG_PATH));
-    script.push('\n');
-    script.push_str(SENTINEL);
+    let mut lines = vec!["#!/bin/bash".to_owned(), "set -e".to_owned(), String::new()];
+    lines.extend(spec.pre_kubeadm_commands.iter().cloned());
+    lines.push(String::new());
+    lines.push(bootstrap.kubeadm_command(KUBEADM_CONFIG_PATH));
+    lines.push(SENTINEL.to_owned());
     // Moving the config away keeps the unit from running kubeadm again after a reboot.
-    script.push_str(&format!("\nmv {KUBEADM_CONFIG_PATH} /tmp/\n"));
-    if !spec.post_kubeadm_commands.is_empty() {
-        script.push('\n');
-        script.push_str(&lines(&spec.post_kubeadm_commands));
-    }
-    script
-}
-
-fn lines(commands: &[String]) -> String {
-    commands.iter().map(|c| format!("{c}\n")).collect()
+    lines.push(format!("mv {KUBEADM_CONFIG_PATH} /tmp/"));
+    lines.push(String::new());
+    lines.extend(spec.post_kubeadm_commands.iter().cloned());
+    lines.join("\n")
 }
 
 /// Users with `lockPassword: false` get password login over SSH, which Flatcar disables by default.
@@ -638,49 +177,60 @@ restrict [::1]
     )
 }
 
-/// One node per path: Ignition rejects duplicate paths, so `append: true` entries join the first one.
-fn file_nodes(files: &[File]) -> Vec<FileNode> {
-    let mut nodes: Vec<FileNode> = Vec::new();
-    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-    for file in files {
-        let resource = resource(file);
-        match index.get(file.path.as_str()) {
-            Some(&i) => nodes[i].append.push(resource),
-            None => {
-                index.insert(&file.path, nodes.len());
-                nodes.push(file_node(file, resource));
-            }
-        }
+/// Text as Cluster API's templating leaves it: LF line ends and exactly one final line break.
+fn text_content(content: &str) -> String {
+    let text = content.replace("\r\n", "\n");
+    let text = text.trim_end_matches('\n');
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("{text}\n")
     }
-    nodes
 }
 
-fn file_node(file: &File, resource: Resource) -> FileNode {
-    let (user, group) = owner(file.owner.as_deref());
-    let (overwrite, contents, append) = if file.append == Some(true) {
-        (None, None, vec![resource])
-    } else {
-        (Some(true), Some(resource), Vec::new())
+fn file_node(file: &File) -> Result<types::File, RenderError> {
+    let content = file.content.as_deref().unwrap_or_default();
+    let bytes = match file.encoding {
+        None => text_content(content).into_bytes(),
+        Some(Encoding::Base64) => decode_base64(content)
+            .map_err(|rule| invalid(format!("file {}: content", file.path), rule))?,
+        // Refused above (and at admission), as Cluster API does.
+        Some(Encoding::Gzip | Encoding::GzipBase64) => {
+            return Err(invalid(
+                format!("file {}: encoding", file.path),
+                "gzip encodings are not supported with format ignition",
+            ));
+        }
     };
-    FileNode {
+    let (user, group) = owner(file.owner.as_deref());
+    Ok(types::File {
+        filesystem: "root".into(),
         path: file.path.clone(),
-        overwrite,
-        // Validated when the bootstrap was resolved.
-        mode: file.permissions.as_deref().and_then(parse_mode),
         user,
         group,
-        contents,
-        append,
-    }
+        append: file.append == Some(true),
+        // Validated when the bootstrap was resolved; the transpiler's default otherwise.
+        mode: Some(i64::from(
+            file.permissions
+                .as_deref()
+                .and_then(parse_mode)
+                .unwrap_or(0o644),
+        )),
+        contents: types::FileContents {
+            source: data_url(&bytes),
+            ..Default::default()
+        },
+        overwrite: None,
+    })
 }
 
-/// `user:group` as in cloud-init.
-fn owner(owner: Option<&str>) -> (Option<Name>, Option<Name>) {
+/// `user:group` as in cloud-init, by name.
+fn owner(owner: Option<&str>) -> (Option<types::NodeOwner>, Option<types::NodeOwner>) {
     let name = |s: &str| {
         let s = s.trim();
-        (!s.is_empty()).then(|| Name {
+        (!s.is_empty()).then(|| types::NodeOwner {
             id: None,
-            name: Some(s.to_owned()),
+            name: s.to_owned(),
         })
     };
     match owner.map(|o| o.split_once(':')) {
@@ -690,80 +240,39 @@ fn owner(owner: Option<&str>) -> (Option<Name>, Option<Name>) {
     }
 }
 
-/// A data URL with the file's bytes; encoded content is handed to Ignition without decoding it here.
-fn resource(file: &File) -> Resource {
-    let content = file.content.as_deref().unwrap_or_default();
-    let base64_payload = || content.split_ascii_whitespace().collect::<String>();
-    match file.encoding {
-        None => Resource {
-            source: format!("data:,{}", percent_encode(content)),
-            compression: None,
-            verification: None,
-        },
-        Some(Encoding::Base64) => Resource {
-            source: format!("data:;base64,{}", base64_payload()),
-            compression: None,
-            verification: None,
-        },
-        Some(Encoding::GzipBase64) => Resource {
-            source: format!("data:;base64,{}", base64_payload()),
-            compression: Some("gzip"),
-            verification: None,
-        },
-        Some(Encoding::Gzip) => Resource {
-            source: format!("data:;base64,{}", BASE64.encode(content)),
-            compression: Some("gzip"),
-            verification: None,
-        },
-    }
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters and `/`, which keeps paths readable.
-fn percent_encode(content: &str) -> String {
-    let mut out = String::with_capacity(content.len() * 3 / 2);
-    for byte in content.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~/".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-fn passwd_user(user: &User) -> PasswdUser {
-    let groups = user.groups.as_deref().unwrap_or_default();
-    PasswdUser {
+fn passwd_user(user: &User) -> types::PasswdUser {
+    types::PasswdUser {
         name: user.name.clone(),
-        gecos: user.gecos.clone(),
-        groups: groups
+        gecos: user.gecos.clone().unwrap_or_default(),
+        groups: user
+            .groups
+            .as_deref()
+            .unwrap_or_default()
             .split(',')
             .map(str::trim)
             .filter(|g| !g.is_empty())
             .map(str::to_owned)
             .collect(),
-        home_dir: user.home_dir.clone(),
-        shell: user.shell.clone(),
+        home_dir: user.home_dir.clone().unwrap_or_default(),
+        shell: user.shell.clone().unwrap_or_default(),
         password_hash: user.passwd.clone(),
-        primary_group: user.primary_group.clone(),
+        primary_group: user.primary_group.clone().unwrap_or_default(),
         ssh_authorized_keys: user.ssh_authorized_keys.clone(),
-        uid: None,
-        no_create_home: None,
-        no_user_group: None,
-        no_log_init: None,
-        system: None,
+        ..Default::default()
     }
 }
 
-fn disks(spec: &KubeadmConfigSpec) -> Vec<Disk> {
+/// One disk per partition entry; with `layout: true` one partition over the whole disk (Cluster
+/// API writes the same whatever `diskLayout` says).
+fn disks(spec: &KubeadmConfigSpec) -> Vec<types::Disk> {
     spec.disk_setup
         .partitions
         .iter()
-        .map(|p| Disk {
+        .map(|p| types::Disk {
             device: p.device.clone(),
-            wipe_table: p.overwrite,
+            wipe_table: p.overwrite == Some(true),
             partitions: if p.layout == Some(true) {
-                vec![serde_json::Map::new()]
+                vec![types::Partition::default()]
             } else {
                 Vec::new()
             },
@@ -771,35 +280,37 @@ fn disks(spec: &KubeadmConfigSpec) -> Vec<Disk> {
         .collect()
 }
 
-fn filesystems(spec: &KubeadmConfigSpec) -> Vec<Filesystem> {
+fn filesystems(spec: &KubeadmConfigSpec) -> Vec<types::Filesystem> {
     spec.disk_setup
         .filesystems
         .iter()
-        .map(|fs| Filesystem {
-            device: fs.device.clone(),
-            format: fs.filesystem.clone(),
-            wipe_filesystem: fs.overwrite == Some(true),
-            label: fs.label.clone(),
-            options: fs.extra_opts.clone(),
+        .map(|fs| types::Filesystem {
+            name: fs.label.clone().unwrap_or_default(),
+            mount: Some(types::Mount {
+                device: fs.device.clone(),
+                format: fs.filesystem.clone(),
+                wipe_filesystem: fs.overwrite == Some(true),
+                label: fs.label.clone(),
+                options: fs.extra_opts.clone(),
+                ..Default::default()
+            }),
+            path: None,
         })
         .collect()
 }
 
-fn units(spec: &KubeadmConfigSpec) -> Vec<Unit> {
-    let mut units = vec![Unit {
+fn units(spec: &KubeadmConfigSpec) -> Vec<types::Unit> {
+    let mut units = vec![types::Unit {
         name: "kubeadm.service".into(),
         enabled: Some(true),
-        mask: None,
-        contents: Some(KUBEADM_UNIT.into()),
-        dropins: Vec::new(),
+        contents: KUBEADM_UNIT.into(),
+        ..Default::default()
     }];
     if spec.ntp.enabled == Some(true) {
-        units.push(Unit {
+        units.push(types::Unit {
             name: "ntpd.service".into(),
             enabled: Some(true),
-            mask: None,
-            contents: None,
-            dropins: Vec::new(),
+            ..Default::default()
         });
     }
     units.extend(spec.mounts.iter().filter_map(|m| mount_unit(spec, m)));
@@ -807,7 +318,7 @@ fn units(spec: &KubeadmConfigSpec) -> Vec<Unit> {
 }
 
 /// A systemd mount unit for a cloud-init style `[what, where, type, options, ...]` entry.
-fn mount_unit(spec: &KubeadmConfigSpec, mount: &[String]) -> Option<Unit> {
+fn mount_unit(spec: &KubeadmConfigSpec, mount: &[String]) -> Option<types::Unit> {
     let (what, place) = (mount.first()?, mount.get(1)?);
     let mut contents = format!(
         "[Unit]\nDescription = Mount {what}\n\n[Mount]\nWhat={}\nWhere={place}\n",
@@ -820,12 +331,11 @@ fn mount_unit(spec: &KubeadmConfigSpec, mount: &[String]) -> Option<Unit> {
         contents.push_str(&format!("Options={options}\n"));
     }
     contents.push_str("\n[Install]\nWantedBy=multi-user.target\n");
-    Some(Unit {
+    Some(types::Unit {
         name: format!("{}.mount", systemd_escape_path(place)),
         enabled: Some(true),
-        mask: None,
-        contents: Some(contents),
-        dropins: Vec::new(),
+        contents,
+        ..Default::default()
     })
 }
 
@@ -876,17 +386,19 @@ mod tests {
     }
 
     #[test]
-    fn percent_encodes_all_but_unreserved() {
-        assert_eq!(percent_encode("a b/c\n%"), "a%20b/c%0A%25");
+    fn text_gets_one_final_line_break_as_in_cluster_api() {
+        assert_eq!(text_content("hello"), "hello\n");
+        assert_eq!(text_content("a\r\nb\n\n\n"), "a\nb\n");
+        assert_eq!(text_content(""), "");
     }
 
     #[test]
     fn splits_owner() {
         let (user, group) = owner(Some("root:wheel"));
-        assert_eq!(user.unwrap().name.as_deref(), Some("root"));
-        assert_eq!(group.unwrap().name.as_deref(), Some("wheel"));
+        assert_eq!(user.unwrap().name, "root");
+        assert_eq!(group.unwrap().name, "wheel");
         let (user, group) = owner(Some("core"));
-        assert_eq!(user.unwrap().name.as_deref(), Some("core"));
+        assert_eq!(user.unwrap().name, "core");
         assert!(group.is_none());
     }
 }

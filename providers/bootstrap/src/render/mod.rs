@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use kubeadm_api::bootstrap::v1beta2::{File, FileContentFormat, Format, KubeadmConfigSpec, User};
 
-mod clc;
 pub mod cloudinit;
 mod discovery;
 pub mod ignition;
@@ -120,14 +119,9 @@ pub fn render(input: &RenderInput) -> Result<Vec<u8>, RenderError> {
 /// Where kubeadm finds the cluster CAs unless `clusterConfiguration.certificatesDir` says otherwise.
 const DEFAULT_CERTIFICATES_DIR: &str = "/etc/kubernetes/pki";
 
-/// Paths the output formats write themselves; a user file there would silently replace them.
-const RESERVED_PATHS: [&str; 5] = [
-    cloudinit::INIT_CONFIG_PATH,
-    cloudinit::JOIN_CONFIG_PATH,
-    cloudinit::PLACEHOLDER_PATH,
-    ignition::KUBEADM_CONFIG_PATH,
-    ignition::KUBEADM_SCRIPT_PATH,
-];
+/// Paths the output formats write themselves; a user file there would silently replace them. The
+/// admission webhooks refuse them with the same list.
+const RESERVED_PATHS: [&str; 5] = kubeadm_api::bootstrap::validation::BOOTSTRAP_FILE_PATHS;
 
 /// What both output formats write, validated and with secrets resolved.
 pub(crate) struct Bootstrap<'a> {

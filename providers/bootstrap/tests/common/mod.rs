@@ -30,10 +30,21 @@ pub fn fixture_spec() -> KubeadmConfigSpec {
 }
 
 pub fn fixture_spec_with_format(format: Format) -> KubeadmConfigSpec {
-    KubeadmConfigSpec {
+    let mut spec = KubeadmConfigSpec {
         format: Some(format),
         ..fixture_spec()
+    };
+    // Cluster API refuses gzip encodings with Ignition; the fixture's gzip file is cloud-init only.
+    if format == Format::Ignition {
+        spec.files.retain(|f| {
+            !matches!(
+                f.encoding,
+                Some(kubeadm_api::bootstrap::v1beta2::Encoding::Gzip)
+                    | Some(kubeadm_api::bootstrap::v1beta2::Encoding::GzipBase64)
+            )
+        });
     }
+    spec
 }
 
 fn fake_pem(kind: &str, name: &str) -> String {
