@@ -168,6 +168,16 @@ async fn the_real_rules_default_refuse_and_convert_through_the_api_server() {
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}})
     );
 
+    // A strategy with only its rolling-update parameters, as bare-metal templates write it: the type
+    // is the default.
+    let mut surge_only = kcp("surge-only", json!({"replicas": 3}));
+    surge_only.data["spec"]["rollout"] = json!({"strategy": {"rollingUpdate": {"maxSurge": 0}}});
+    let created = kcps.create(&params, &surge_only).await.unwrap();
+    assert_eq!(
+        created.data["spec"]["rollout"]["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}})
+    );
+
     // Immutable fields and the etcd topology cannot change.
     let refused = api_error(
         kcps.patch(

@@ -145,8 +145,9 @@ pub enum KubeadmControlPlaneRolloutStrategyType {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeadmControlPlaneRolloutStrategy {
-    /// Type of rollout; only RollingUpdate is supported.
-    #[serde(rename = "type")]
+    /// Type of rollout; only RollingUpdate is supported, and the default. Cluster API's defaulting
+    /// webhook fills it before the API server checks the schema; templates leave it out.
+    #[serde(rename = "type", default)]
     pub type_: KubeadmControlPlaneRolloutStrategyType,
     /// Parameters of a rolling update.
     #[serde(default, skip_serializing_if = "Option::is_none")]

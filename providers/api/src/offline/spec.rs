@@ -11,7 +11,6 @@ use crate::crd::STORAGE_VERSION;
 
 use super::{
     BOOTSTRAP_GROUP, Header, Problem, Schemas, check_document, is_our_kind, split_documents,
-    text_variable_paths,
 };
 
 /// A KubeadmConfigSpec read from a file, with the object it came from.
@@ -120,22 +119,8 @@ pub fn read_embedded_spec(
         rule,
     };
 
-    let mut variables = Vec::new();
-    text_variable_paths(&value, &mut Vec::new(), &mut variables);
-    if !variables.is_empty() {
-        return Err(variables
-            .into_iter()
-            .map(|path| {
-                problem(
-                    Some(path),
-                    "still holds a clusterctl variable; render the template first \
-                     (`controlplane-manager generate cluster`)"
-                        .into(),
-                )
-            })
-            .collect());
-    }
-
+    // `${VAR}` left in a text field after `generate cluster` is deliberate (`$${COREOS_…_HOSTNAME}`
+    // becomes `${COREOS_…_HOSTNAME}`, which the node's envsubst fills in): it is rendered as written.
     let problems = check_document(
         value.clone(),
         &header,
