@@ -3,7 +3,11 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build lint fmt bench
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE ?= kubeadm-providers:v$(VERSION)
+CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
+
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -46,6 +50,13 @@ bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers prin
 	$(CARGO) bench -p kubeadm-bootstrap --bench render
 	$(CARGO) bench -p kubeadm-webhook --bench admission
 	$(CARGO) bench -p kubeadm-controlplane --bench reconcile
+
+image: ## Build the container image with both managers (kubeadm-providers:v<version>, as the release manifests name it); needs Docker or Podman
+	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
+		echo "make image: no container engine answers here (tried: $(or $(CONTAINER_ENGINE),docker and podman, neither installed)); start Docker or Podman, or set CONTAINER_ENGINE" >&2; \
+		exit 1; \
+	fi
+	$(CONTAINER_ENGINE) build -t $(IMAGE) .
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

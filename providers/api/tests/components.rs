@@ -670,3 +670,57 @@ fn the_local_repository_is_laid_out_as_clusterctl_reads_it() {
     // No templates folder yet: the repository still has both providers.
     assert_eq!(components::repository_files(&[]).len(), 4);
 }
+
+/// The Dockerfile builds the image the Deployments name: both binaries at the paths their `command`
+/// runs, the user their security context sets, and the Makefile tags it with the manifests' default.
+#[test]
+fn the_image_holds_what_the_deployments_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let makefile = std::fs::read_to_string(root.join("Makefile")).unwrap();
+    for provider in Provider::ALL {
+        let parsed = components(provider);
+        let pod = parsed.deployments[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap();
+        let container = &pod.containers[0];
+        let command = &container.command.as_ref().unwrap()[0];
+        let binary = command.trim_start_matches('/');
+        assert!(
+            dockerfile.contains(&format!("target/release/{binary} /out/{binary}"))
+                && dockerfile.contains(&format!("/out/{binary}")),
+            "the image lacks {command}"
+        );
+        let image = container.image.as_deref().unwrap();
+        let default = image
+            .split(":=")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches('}')
+            .replace(env!("CARGO_PKG_VERSION"), "$(VERSION)");
+        assert!(
+            makefile.contains(&format!("IMAGE ?= {default}")),
+            "make image does not tag {default}"
+        );
+        let user = pod
+            .security_context
+            .as_ref()
+            .and_then(|s| s.run_as_user)
+            .or_else(|| {
+                container
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.run_as_user)
+            })
+            .unwrap();
+        assert!(
+            dockerfile.contains(&format!("USER {user}:{user}")),
+            "USER {user}"
+        );
+    }
+}
