@@ -9,8 +9,8 @@
 use std::collections::HashSet;
 
 use super::v1beta2::{
-    Arg, Encoding, Format, KubeadmConfig, KubeadmConfigSpec, KubeadmConfigTemplate,
-    PartitionTableType,
+    Arg, Encoding, FileContentFormat, Format, KubeadmConfig, KubeadmConfigSpec,
+    KubeadmConfigTemplate, PartitionTableType,
 };
 use crate::validation::{FieldError, FieldErrors, child, index, validate_object_meta};
 
@@ -81,6 +81,7 @@ pub fn validate_kubeadm_config_template_update(
     validate_kubeadm_config_template_create(new)
 }
 
+const TEMPLATE_NOT_SUPPORTED: &str = "is not supported by this provider yet (file contents are not rendered as Go templates); use Raw";
 const WRITTEN_BY_BOOTSTRAP: &str = "is written by the bootstrap provider itself (the kubeadm \
     configuration and script); change it with preKubeadmCommands";
 
@@ -120,6 +121,14 @@ fn validate_files(spec: &KubeadmConfigSpec, base: &str, errors: &mut Vec<FieldEr
                     MISSING_SECRET_KEY,
                 ));
             }
+        }
+        if file.content_format == Some(FileContentFormat::Template) {
+            // The renderer has no Go text/template engine yet: refused here rather than at render.
+            errors.push(FieldError::invalid(
+                child(&at, "contentFormat"),
+                "Template",
+                TEMPLATE_NOT_SUPPORTED,
+            ));
         }
         if BOOTSTRAP_FILE_PATHS.contains(&file.path.as_str()) {
             errors.push(FieldError::invalid(
@@ -470,6 +479,11 @@ bootCommands:
                 s.users[0].inactive = Some(true);
             },
             &[("spec.users[0].inactive", CANNOT_USE_WITH_IGNITION)],
+        ),
+        (
+            "template file content",
+            |s| s.files[1].content_format = Some(FileContentFormat::Template),
+            &[("spec.files[1].contentFormat", TEMPLATE_NOT_SUPPORTED)],
         ),
         (
             "a file the bootstrap writes",
