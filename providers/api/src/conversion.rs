@@ -297,6 +297,59 @@ pub fn from_hub_with<S: Spoke>(
     Ok(spoke)
 }
 
+/// Fields of the v1beta1 object a v1beta2 `kind` was converted from that v1beta2 has no place for
+/// in its KubeadmConfigSpec, read from its [`V1BETA1_DATA_ANNOTATION`]: `(field path, what becomes
+/// of it)`, e.g. `useExperimentalRetryJoin`. They are kept for a conversion back but not used,
+/// as Cluster API does not use them either; tools and webhooks warn about them.
+pub fn unused_v1beta1_fields(
+    kind: &str,
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Vec<(String, String)> {
+    let Some(text) = annotations.and_then(|a| a.get(V1BETA1_DATA_ANNOTATION)) else {
+        return Vec::new();
+    };
+    let Ok(edits) = serde_json::from_str::<Vec<preserve::Edit>>(text) else {
+        return Vec::new();
+    };
+    let root = match kind {
+        "KubeadmConfig" => "/spec/",
+        "KubeadmConfigTemplate" => "/spec/template/spec/",
+        "KubeadmControlPlane" => "/spec/kubeadmConfigSpec/",
+        _ => "/spec/template/spec/kubeadmConfigSpec/",
+    };
+    edits
+        .into_iter()
+        // A changed spelling has an `expect`; a member re-created empty holds no data itself.
+        .filter(|edit| edit.expect.is_none() && edit.path.starts_with(root))
+        .filter(|edit| !matches!(&edit.value, Some(Value::Object(m)) if m.is_empty()))
+        .map(|edit| {
+            let path = edit.path[1..]
+                .split('/')
+                .map(|p| p.replace("~1", "/").replace("~0", "~"))
+                .collect::<Vec<_>>()
+                .join(".");
+            let instead = if path.ends_with("clusterConfiguration.networking")
+                || path.contains("clusterConfiguration.networking.")
+            {
+                "the Cluster's spec.clusterNetwork is used instead"
+            } else if path.ends_with("clusterConfiguration.kubernetesVersion") {
+                "the Machine's version is used instead"
+            } else if path.ends_with("clusterConfiguration.clusterName") {
+                "the Cluster's name is used instead"
+            } else {
+                "it has no effect"
+            };
+            (
+                path,
+                format!(
+                    "exists only in v1beta1 and is not used ({instead}), as in Cluster API; \
+                     it is kept for reading the object back as v1beta1"
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Converts a JSON object of one of our kinds to `desired_api_version`, without a contract
 /// version lookup (see [`convert_object_with`]). An object already in that version is returned
 /// unchanged.

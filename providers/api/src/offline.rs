@@ -91,6 +91,8 @@ pub struct Report {
     pub checked: usize,
     /// Everything found wrong, in document order.
     pub problems: Vec<Problem>,
+    /// What is accepted but worth knowing, e.g. v1beta1-only fields v1beta2 does not use.
+    pub warnings: Vec<Problem>,
 }
 
 /// [`check_documents`] with the converter for v1beta1 objects given.
@@ -122,21 +124,29 @@ fn check_documents_with(file: &str, yaml: &str, groups: &[&str], convert: Conver
         }
         report.checked += 1;
         let object = format!("{}/{}", header.kind, header.name);
-        for (path, rule) in check_document(value, &header, schemas, convert) {
+        let mut warnings = Vec::new();
+        for (path, rule) in check_document(value, &header, schemas, convert, &mut warnings) {
             report
                 .problems
                 .push(problem(Some(&object), path.as_deref(), rule));
+        }
+        for (path, rule) in warnings {
+            report
+                .warnings
+                .push(problem(Some(&object), Some(&path), rule));
         }
     }
     report
 }
 
 /// Finds the problems of one object of our kinds: `(field path, rule)` pairs.
+/// v1beta1-only fields the converted object does not use go to `unused` as `(path, rule)`.
 fn check_document(
     mut value: Value,
     header: &Header,
     schemas: &Schemas,
     convert: Converter<'_>,
+    unused: &mut Vec<(String, String)>,
 ) -> Vec<(Option<String>, String)> {
     let Some(schema) = schemas.get(&header.group, &header.kind, &header.version) else {
         return vec![(
@@ -174,7 +184,16 @@ fn check_document(
     if header.version != STORAGE_VERSION {
         let desired = format!("{}/{STORAGE_VERSION}", header.group);
         match convert(value, &desired) {
-            Ok(converted) => value = converted,
+            Ok(converted) => {
+                let annotations: Option<BTreeMap<String, String>> = converted
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| serde_json::from_value(a.clone()).ok());
+                unused.extend(crate::conversion::unused_v1beta1_fields(
+                    &header.kind,
+                    annotations.as_ref(),
+                ));
+                value = converted;
+            }
             Err(error) => {
                 problems.push((
                     None,
@@ -956,7 +975,7 @@ spec:
             check_documents("f", yaml, BOTH),
             Report {
                 checked: 1,
-                problems: vec![]
+                ..Report::default()
             }
         );
         let kcp = "apiVersion: controlplane.cluster.x-k8s.io/v1beta2\nkind: KubeadmControlPlane\n\
@@ -999,7 +1018,7 @@ spec:
                 check_documents("f", &yaml, BOTH),
                 Report {
                     checked: 1,
-                    problems: vec![]
+                    ..Report::default()
                 },
                 "{api_version} {kind}"
             );
@@ -1012,6 +1031,27 @@ spec:
             .map(|p| p.path)
             .collect();
         assert_eq!(paths, [Some("spec.template".to_owned())]);
+    }
+
+    #[test]
+    fn v1beta1_only_fields_that_v1beta2_does_not_use_are_warned_about() {
+        let yaml = "apiVersion: controlplane.cluster.x-k8s.io/v1beta1\nkind: KubeadmControlPlane\n\
+                    metadata: {name: cp}\nspec:\n  replicas: 3\n  version: v1.33.1\n\
+                    \x20 machineTemplate:\n    infrastructureRef: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta1, kind: M, name: m}\n\
+                    \x20 kubeadmConfigSpec:\n    useExperimentalRetryJoin: true\n\
+                    \x20   clusterConfiguration:\n      kubernetesVersion: ci/v1.33.1\n\
+                    \x20     apiServer: {timeoutForControlPlane: 20m}\n";
+        let report = check_documents("f", yaml, BOTH);
+        assert_eq!(report.problems, []);
+        let warned: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(warned.len(), 2, "{warned:#?}");
+        assert!(warned[0].starts_with(
+            "f:1: KubeadmControlPlane/cp: spec.kubeadmConfigSpec.clusterConfiguration.kubernetesVersion: \
+             exists only in v1beta1 and is not used (the Machine's version is used instead)"
+        ), "{warned:#?}");
+        assert!(warned[1].starts_with(
+            "f:1: KubeadmControlPlane/cp: spec.kubeadmConfigSpec.useExperimentalRetryJoin: exists only in v1beta1"
+        ), "{warned:#?}");
     }
 
     #[test]

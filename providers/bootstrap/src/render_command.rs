@@ -158,7 +158,12 @@ fn read_spec(args: &RenderArgs) -> Result<(Option<String>, KubeadmConfigSpec), S
     };
     let file = path.display().to_string();
     read_embedded_spec(&file, &text, args.object.as_deref(), bare_version)
-        .map(|found| (found.name, found.spec))
+        .map(|found| {
+            for warning in &found.warnings {
+                eprintln!("warning: {warning}");
+            }
+            (found.name, found.spec)
+        })
         .map_err(|problems| {
             problems
                 .iter()

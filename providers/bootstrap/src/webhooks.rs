@@ -3,7 +3,6 @@
 //! topology controller's dry runs, see `kubeadm_api::bootstrap::defaults`), validation of both
 //! kinds, and v1beta1 ⇄ v1beta2 conversion.
 
-use kube::Resource;
 use kubeadm_api::bootstrap::defaults::default_kubeadm_config_template;
 use kubeadm_api::bootstrap::v1beta2::{KubeadmConfig, KubeadmConfigTemplate};
 use kubeadm_api::bootstrap::validation::{
@@ -11,10 +10,9 @@ use kubeadm_api::bootstrap::validation::{
     validate_kubeadm_config_template_update, validate_kubeadm_config_update,
 };
 use kubeadm_api::conversion::convert_object;
-use kubeadm_api::validation::FieldErrors;
 use kubeadm_runtime::manager::Error as ManagerError;
 use kubeadm_runtime::{Serving, Shutdown, WebhookArgs};
-use kubeadm_webhook::{CONVERSION_PATH, Change, Denial, Warnings, WebhookServer};
+use kubeadm_webhook::{CONVERSION_PATH, Change, WebhookServer, admit};
 
 /// The webhook server of the bootstrap manager.
 pub fn server() -> Result<WebhookServer, kubeadm_webhook::Error> {
@@ -42,15 +40,6 @@ pub fn server() -> Result<WebhookServer, kubeadm_webhook::Error> {
         .build()
 }
 
-fn admit<K: Resource<DynamicType = ()>>(
-    object: &K,
-    verdict: Result<(), FieldErrors>,
-) -> Result<Warnings, Denial> {
-    verdict
-        .map(|()| Vec::new())
-        .map_err(|errors| Denial::from_field_errors(object, errors))
-}
-
 /// Starts the webhook server of the bootstrap manager on the address and with the certificate of
 /// `args`; the returned future serves until `shutdown`.
 pub async fn start(args: &WebhookArgs, shutdown: Shutdown) -> Result<Serving, ManagerError> {
@@ -60,6 +49,7 @@ pub async fn start(args: &WebhookArgs, shutdown: Shutdown) -> Result<Serving, Ma
 
 #[cfg(test)]
 mod tests {
+    use kube::Resource;
     use kubeadm_webhook::admission_webhooks;
 
     use super::*;

@@ -24,12 +24,11 @@ use kubeadm_api::controlplane::validation::{
     validate_kcp_update, validate_scale,
 };
 use kubeadm_api::conversion::{ContractVersions, convert_object_with};
-use kubeadm_api::validation::FieldErrors;
 use kubeadm_runtime::manager::Error as ManagerError;
 use kubeadm_runtime::{Serving, Shutdown, WebhookArgs};
 use kubeadm_webhook::{
     Admission, AdmissionRequest, CONVERSION_PATH, Change, Denial, Warnings, WebhookServer,
-    admission_path,
+    admission_path, admit,
 };
 
 /// The contract labels a provider's CRD carries, newest contract first; each value lists the
@@ -70,15 +69,6 @@ where
             convert_object_with(object, desired, &contracts).map_err(|e| e.to_string())
         })
         .build()
-}
-
-fn admit<K: Resource<DynamicType = ()>>(
-    object: &K,
-    verdict: Result<(), FieldErrors>,
-) -> Result<Warnings, Denial> {
-    verdict
-        .map(|()| Vec::new())
-        .map_err(|errors| Denial::from_field_errors(object, errors))
 }
 
 /// A change of `spec.replicas` through the `scale` subresource; the request carries an

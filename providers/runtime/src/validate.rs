@@ -42,6 +42,9 @@ pub fn run_validate(args: &ValidateArgs, groups: &[&str]) -> ExitCode {
         for problem in &report.problems {
             println!("{problem}");
         }
+        for warning in &report.warnings {
+            eprintln!("warning: {warning}");
+        }
     }
     let documents = if checked == 1 {
         "document"

@@ -59,6 +59,23 @@ pub use server::{
 pub use serving_cert::{DEFAULT_CERT_DIR, TlsFiles};
 pub use typed::Change;
 
+/// The answer to a validating request for one of our kinds: the denial naming every broken rule, or
+/// admission with a warning for each v1beta1-only field the object was converted from and that
+/// v1beta2 does not use (e.g. `useExperimentalRetryJoin`), so nothing is dropped silently.
+pub fn admit<K: kube_core::Resource<DynamicType = ()>>(
+    object: &K,
+    verdict: Result<(), kubeadm_api::validation::FieldErrors>,
+) -> Result<Warnings, Denial> {
+    verdict.map_err(|errors| Denial::from_field_errors(object, errors))?;
+    Ok(kubeadm_api::conversion::unused_v1beta1_fields(
+        &K::kind(&()),
+        object.meta().annotations.as_ref(),
+    )
+    .into_iter()
+    .map(|(path, rule)| format!("{path}: {rule}"))
+    .collect())
+}
+
 /// Starts `server` the way the managers do: on `--webhook-bind-address` and `--webhook-port`, with
 /// the certificate from `--webhook-cert-dir` (failing now, naming the file, when it cannot be
 /// loaded). The returned future serves until `shutdown`; the manager runs it on every replica.
@@ -103,4 +120,34 @@ pub enum Error {
     InvalidPath(String),
     #[error("webhook path {0} is registered twice")]
     DuplicatePath(String),
+}
+
+#[cfg(test)]
+mod admit_tests {
+    use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn admitted_v1beta1_objects_are_warned_about_the_fields_v1beta2_does_not_use() {
+        let v1beta1 = json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1",
+            "kind": "KubeadmConfig",
+            "metadata": {"name": "w", "namespace": "default"},
+            "spec": {"useExperimentalRetryJoin": true, "joinConfiguration": {}}
+        });
+        let hub =
+            kubeadm_api::conversion::convert_object(v1beta1, "bootstrap.cluster.x-k8s.io/v1beta2")
+                .unwrap();
+        let config: KubeadmConfig = serde_json::from_value(hub).unwrap();
+        let warnings = admit(&config, Ok(())).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("spec.useExperimentalRetryJoin: exists only in v1beta1"),
+            "{warnings:?}"
+        );
+        let plain = KubeadmConfig::new("w", Default::default());
+        assert_eq!(admit(&plain, Ok(())).unwrap(), Vec::<String>::new());
+    }
 }

@@ -22,6 +22,8 @@ pub struct EmbeddedSpec {
     pub name: Option<String>,
     /// The spec, in v1beta2.
     pub spec: KubeadmConfigSpec,
+    /// v1beta1-only fields of the object that the spec does not use.
+    pub warnings: Vec<Problem>,
 }
 
 /// Where each of our kinds keeps its KubeadmConfigSpec (v1beta2 and v1beta1 alike).
@@ -121,12 +123,18 @@ pub fn read_embedded_spec(
 
     // `${VAR}` left in a text field after `generate cluster` is deliberate (`$${COREOS_…_HOSTNAME}`
     // becomes `${COREOS_…_HOSTNAME}`, which the node's envsubst fills in): it is rendered as written.
+    let mut unused = Vec::new();
     let problems = check_document(
         value.clone(),
         &header,
         Schemas::shared(),
         &|object, desired| convert_object(object, desired).map_err(|e| e.to_string()),
+        &mut unused,
     );
+    let warnings = unused
+        .into_iter()
+        .map(|(path, rule)| problem(Some(path), rule))
+        .collect();
     if !problems.is_empty() {
         return Err(problems
             .into_iter()
@@ -163,5 +171,6 @@ pub fn read_embedded_spec(
         kind: header.kind,
         name: Some(header.name).filter(|name| name != "<unnamed>"),
         spec,
+        warnings,
     })
 }
