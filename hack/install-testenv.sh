@@ -5,12 +5,17 @@
 #   - kube-apiserver and kubeadm v1.20.2, built from Debian bookworm's `kubernetes` source package, because no
 #     registry reachable here ships the binaries. The build is cached outside the repository and reused;
 #   - ignition-check (hack/tools/cmd/ignition-check), built with the machine's own Go (>= 1.22, the `go` first
-#     on PATH) from modules of the Go module proxy, cached under a hash of its sources so a change rebuilds.
+#     on PATH) from modules of the Go module proxy, cached under a hash of its sources so a change rebuilds;
+#   - the current releases, from Go modules the same way: kube-apiserver and kubeadm of k8s.io/kubernetes
+#     (hack/tools/k8s) and etcd, etcdctl, etcdutl of go.etcd.io/etcd (hack/tools/etcd). Their versions are
+#     pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
+#     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
 # Idempotent: a second run checks, prints what it found and exits in well under a second.
 # Environment:
 #   KUBEADM_PROVIDERS_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers)
 #   SKIP_APT=1                never call apt-get (fail instead when a package is missing)
+#   SKIP_CURRENT=1            do not build kubernetes 1.34 / etcd 3.6 from hack/tools/k8s and hack/tools/etcd
 set -euo pipefail
 
 CACHE_ROOT="${KUBEADM_PROVIDERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers}"
@@ -24,6 +29,10 @@ REFLECT2_FIX=/usr/share/gocode/src/github.com/modern-go/reflect2
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS_SRC="$REPO_ROOT/hack/tools"
+CURRENT_K8S_SRC="$TOOLS_SRC/k8s"
+CURRENT_ETCD_SRC="$TOOLS_SRC/etcd"
+# Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
+CURRENT_RECIPE="c1"
 # The oldest Go that builds hack/tools (its go.mod says `go 1.22`).
 TOOLS_GO_MIN_MINOR=22
 
@@ -194,19 +203,27 @@ tools_go() {
     CGO_ENABLED=0 go "$@")
 }
 
-build_ignition_check() {
-  local dir="$1" go_bin go_version minor
+# Puts the machine's own Go first on PATH and checks it is at least 1.<min_minor>; sets GO_BIN and GO_VERSION.
+# Usage: use_machine_go MIN_MINOR WHAT (WHAT names the module in messages, e.g. hack/tools).
+use_machine_go() {
+  local min_minor="$1" what="$2" minor
   # A machine whose own Go is not first on PATH (e.g. Debian's 1.19 installed above for the 1.20 build):
   # use the machine's Go from its usual place.
   minor=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p') || true
-  if { [ -z "$minor" ] || [ "$minor" -lt "$TOOLS_GO_MIN_MINOR" ]; } && [ -x /usr/local/go/bin/go ]; then
+  if { [ -z "$minor" ] || [ "$minor" -lt "$min_minor" ]; } && [ -x /usr/local/go/bin/go ]; then
     export PATH="/usr/local/go/bin:$PATH"
   fi
-  go_bin=$(command -v go) || die "go not found on PATH: hack/tools needs Go >= 1.$TOOLS_GO_MIN_MINOR (put the machine's Go, e.g. /usr/local/go/bin, first on PATH)"
-  go_version=$(go env GOVERSION 2>/dev/null) || die "$go_bin env GOVERSION failed"
-  minor=$(printf '%s' "$go_version" | sed -nE 's/^go1\.([0-9]+).*/\1/p')
-  [ -n "$minor" ] && [ "$minor" -ge "$TOOLS_GO_MIN_MINOR" ] \
-    || die "hack/tools needs Go >= 1.$TOOLS_GO_MIN_MINOR, but the go first on PATH ($go_bin) is $go_version; put a newer Go first on PATH"
+  GO_BIN=$(command -v go) || die "go not found on PATH: $what needs Go >= 1.$min_minor (put the machine's Go, e.g. /usr/local/go/bin, first on PATH)"
+  GO_VERSION=$(go env GOVERSION 2>/dev/null) || die "$GO_BIN env GOVERSION failed"
+  minor=$(printf '%s' "$GO_VERSION" | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+  [ -n "$minor" ] && [ "$minor" -ge "$min_minor" ] \
+    || die "$what needs Go >= 1.$min_minor, but the go first on PATH ($GO_BIN) is $GO_VERSION; put a newer Go first on PATH"
+}
+
+build_ignition_check() {
+  local dir="$1" go_bin go_version
+  use_machine_go "$TOOLS_GO_MIN_MINOR" hack/tools
+  go_bin=$GO_BIN go_version=$GO_VERSION
   [ -f "$TOOLS_SRC/go.mod" ] && [ -f "$TOOLS_SRC/go.sum" ] || die "$TOOLS_SRC/go.mod or go.sum missing"
 
   mkdir -p "$CACHE_ROOT"
@@ -243,6 +260,184 @@ build_ignition_check() {
   say "ignition-check built in $(($(date +%s) - t0))s, cached in $dir/bin"
 }
 
+# --- The current releases, from Go modules: hack/tools/k8s (kubernetes) and hack/tools/etcd (etcd). ---
+
+# The version module $2 is required at in $1/go.mod (a `require M V` line or a line of a require block).
+required_version() {
+  awk -v m="$2" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$1/go.mod"
+}
+
+# The minor version of the `go 1.N[.P]` line of $1/go.mod: the oldest Go that builds the module.
+go_min_minor() {
+  sed -nE 's/^go 1\.([0-9]+)(\.[0-9]+)?$/\1/p' "$1/go.mod" | head -1
+}
+
+# Where the module in $1 builds to: tools-<name>-<hash of the recipe, go.mod, go.sum and cmd/>.
+current_dir() {
+  local src="$1" name="$2" hash
+  [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] && [ -d "$src/cmd" ] || die "$src/go.mod, go.sum or cmd/ missing"
+  hash=$(cd "$src" && {
+    printf 'recipe %s\n' "$CURRENT_RECIPE"
+    for f in go.mod go.sum; do printf '%s\n' "$f"; cat "$f"; done
+    find cmd -type f | LC_ALL=C sort | while read -r f; do printf '%s\n' "$f"; cat "$f"; done
+  } | sha256sum | cut -c1-12)
+  echo "$CACHE_ROOT/tools-$name-$hash"
+}
+
+# Go as in tools_go, for the module in $1.
+module_go() {
+  local src="$1"
+  shift
+  (cd "$src" && env GOFLAGS=-mod=readonly GOCACHE="$CACHE_ROOT/go-build-cache" GOWORK=off GOTOOLCHAIN=local \
+    CGO_ENABLED=0 go "$@")
+}
+
+# The proxy's answers for a module version it does not serve.
+NOT_SERVED='403 Forbidden|404 Not Found|410 Gone|not available|not found|unknown revision|invalid version'
+
+# Downloads every module the module in $1 builds from. When the proxy does not serve some, names each
+# (module@version) and returns 1; any other failure (network, checksum, go.sum not tidy) ends the script.
+download_modules() {
+  local src="$1" log="$2" failed other
+  module_go "$src" mod download -json >"$log" 2>&1 && return 0
+  # `go mod download -json` reports each module it could not get as {"Path": M, "Version": V, "Error": E}; a
+  # failure while loading the module graph is a line "go: M@V: E" instead.
+  failed=$( { awk -F'"' '/^\t"Path": /{ p = $4 } /^\t"Version": /{ v = $4 }
+                /^\t"Error": /{ e = $0; sub(/^\t"Error": "/, "", e); sub(/",?$/, "", e); print p "@" v "\t" e }' "$log"
+              sed -nE 's/^(go: )?([^ "]+@v[^ :"]+): (.*)/\2\t\3/p' "$log"
+            } | LC_ALL=C sort -u) || true
+  if [ -z "$failed" ]; then
+    tail -20 "$log" >&2
+    grep -q 'updates to go\.\(mod\|sum\) needed\|missing go\.sum entry' "$log" \
+      && die "go mod download in $src failed: go.mod/go.sum are not tidy; run 'go mod tidy' in ${src#"$REPO_ROOT"/}"
+    die "go mod download in $src failed (log above)"
+  fi
+  other=$(printf '%s\n' "$failed" | grep -vE "$NOT_SERVED") || true
+  if [ -n "$other" ]; then
+    printf '%s\n' "$other" | sed 's/\\n\\t/ /g; s/^/  /' >&2
+    die "go mod download in $src failed for the module(s) above (GOPROXY=$(go env GOPROXY)); they are not reported as missing by the proxy, so this is an error"
+  fi
+  printf '%s\n' "$failed" | while IFS=$'\t' read -r module error; do
+    say "  not served by the Go module proxy: $module ($(printf '%s' "$error" | sed -E 's/\\n\\t.*//; s/^[^ ]+@v[^ :]+: //'))"
+  done
+  return 1
+}
+
+# go build ./cmd/$3 of the module in $1 into $2/bin/$3 with -ldflags $4; notes the time in $2/build.txt.
+go_build() {
+  local src="$1" out="$2" bin="$3" ldflags="$4" log="$2/build-$3.log" t0 secs
+  t0=$(date +%s)
+  say "building $bin with $GO_VERSION ($GO_BIN)"
+  if ! module_go "$src" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/bin/$bin" "./cmd/$bin" >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    rm -rf "$out"
+    grep -q 'updates to go\.mod needed\|missing go\.sum entry' "$log" \
+      && die "building $bin failed: ${src#"$REPO_ROOT"/}/go.mod does not list every module it needs; run 'go mod tidy' there"
+    die "building $bin in $src failed (log above; all its modules were downloaded, so the build itself failed)"
+  fi
+  rm -f "$log"
+  secs=$(($(date +%s) - t0))
+  printf '%s built in %ss with %s\n' "$bin" "$secs" "$GO_VERSION" >>"$out/build.txt"
+  say "$bin built in ${secs}s ($(du -h "$out/bin/$bin" | cut -f1))"
+}
+
+# Moves the finished build $1.tmp to $1.
+finish_current() {
+  rm -rf "$1"
+  mv "$1.tmp" "$1"
+}
+
+# kube-apiserver and kubeadm of the k8s.io/kubernetes version required in hack/tools/k8s/go.mod.
+build_current_k8s() {
+  local dir="$1" src="$CURRENT_K8S_SRC" version staging bad ldflags pkg out
+  version=$(required_version "$src" k8s.io/kubernetes)
+  [[ "$version" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "$src/go.mod: no k8s.io/kubernetes v1.N.P requirement (found '$version')"
+  local major=1 minor="${BASH_REMATCH[1]}"
+  staging="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+  # k8s.io/kubernetes vX.N.P goes with its staging modules at v0.N.P: a half-done bump is an error.
+  bad=$(awk -v want="$staging" '$1 == "replace" { $1 = ""; $0 = $0 }
+                                $2 == "=>" && $1 ~ /^k8s\.io\// && ($3 != $1 || $4 != want) { print "  " $0 }' "$src/go.mod")
+  [ -z "$bad" ] || die "$src/go.mod requires k8s.io/kubernetes $version, so every k8s.io staging module must be replaced by itself at $staging; these are not:"$'\n'"$bad"
+  use_machine_go "$(go_min_minor "$src")" hack/tools/k8s
+
+  mkdir -p "$CACHE_ROOT"
+  rm -rf "$dir.tmp"
+  mkdir -p "$dir.tmp/bin"
+  say "kubernetes $version (hack/tools/k8s): downloading its modules"
+  if ! download_modules "$src" "$dir.tmp/download.log"; then
+    rm -rf "$dir.tmp"
+    say "skipped kube-apiserver and kubeadm $version: a module it needs is not served (Go names the first it cannot get); the fallback $KUBE_VERSION in $KUBE_DIR/bin stays"
+    return 0
+  fi
+  rm -f "$dir.tmp/download.log"
+
+  # What `make` stamps into a release (hack/lib/version.sh); kubeadm refuses to run with the unset default.
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  go_build "$src" "$dir.tmp" kube-apiserver "$ldflags"
+  go_build "$src" "$dir.tmp" kubeadm "$ldflags"
+
+  out=$("$dir.tmp/bin/kube-apiserver" --version 2>&1) || true
+  [ "$out" = "Kubernetes $version" ] || { rm -rf "$dir.tmp"; die "the built kube-apiserver --version says '$out', not 'Kubernetes $version'"; }
+  out=$("$dir.tmp/bin/kubeadm" version -o short 2>&1) || true
+  [ "$out" = "$version" ] || { rm -rf "$dir.tmp"; die "the built kubeadm version -o short says '$out', not '$version'"; }
+  finish_current "$dir"
+  say "kube-apiserver and kubeadm $version cached in $dir/bin"
+}
+
+# etcd, etcdctl and etcdutl of the go.etcd.io/etcd/server/v3 version required in hack/tools/etcd/go.mod.
+build_current_etcd() {
+  local dir="$1" src="$CURRENT_ETCD_SRC" version m bin out
+  version=$(required_version "$src" go.etcd.io/etcd/server/v3)
+  [[ "$version" =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "$src/go.mod: no go.etcd.io/etcd/server/v3 v3.N.P requirement (found '$version')"
+  for m in go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdutl/v3; do
+    [ "$(required_version "$src" "$m")" = "$version" ] || die "$src/go.mod: $m must be required at $version like go.etcd.io/etcd/server/v3"
+  done
+  use_machine_go "$(go_min_minor "$src")" hack/tools/etcd
+
+  mkdir -p "$CACHE_ROOT"
+  rm -rf "$dir.tmp"
+  mkdir -p "$dir.tmp/bin"
+  say "etcd $version (hack/tools/etcd): downloading its modules"
+  if ! download_modules "$src" "$dir.tmp/download.log"; then
+    rm -rf "$dir.tmp"
+    say "skipped etcd, etcdctl and etcdutl $version: a module it needs is not served (Go names the first it cannot get); Debian's etcd on PATH stays"
+    return 0
+  fi
+  rm -f "$dir.tmp/download.log"
+
+  # etcd's version is a constant of go.etcd.io/etcd/api/v3/version; only the git commit is left unset.
+  for bin in etcd etcdctl etcdutl; do go_build "$src" "$dir.tmp" "$bin" "-s -w"; done
+
+  out=$("$dir.tmp/bin/etcd" --version 2>&1) || true
+  grep -qx "etcd Version: ${version#v}" <<<"$out" || { rm -rf "$dir.tmp"; die "the built etcd --version does not say 'etcd Version: ${version#v}': $out"; }
+  out=$("$dir.tmp/bin/etcdctl" version 2>&1) || true
+  grep -qx "etcdctl version: ${version#v}" <<<"$out" || { rm -rf "$dir.tmp"; die "the built etcdctl version does not say 'etcdctl version: ${version#v}': $out"; }
+  out=$("$dir.tmp/bin/etcdutl" version 2>&1) || true
+  grep -qx "etcdutl version: ${version#v}" <<<"$out" || { rm -rf "$dir.tmp"; die "the built etcdutl version does not say 'etcdutl version: ${version#v}': $out"; }
+  finish_current "$dir"
+  say "etcd, etcdctl and etcdutl $version cached in $dir/bin"
+}
+
+# Builds, unless cached, the binaries $3... of the module in $1 into tools-$2-<hash>/bin with build_current_$2.
+ensure_current() {
+  local src="$1" name="$2" dir bin cached=1
+  shift 2
+  dir=$(current_dir "$src" "$name")
+  CURRENT_DIRS+=("$dir")
+  for bin in "$@"; do [ -x "$dir/bin/$bin" ] || cached=0; done
+  if [ "$cached" = 1 ]; then
+    # Touched so that they are the newest tools-*/bin/<binary>, the ones testenv::binaries::*_current() pick.
+    for bin in "$@"; do touch "$dir/bin/$bin"; done
+    say "$* found in $dir/bin (cached)"
+  else
+    "build_current_$name" "$dir"
+  fi
+}
+
 ensure_packages
 if ! command -v kubectl >/dev/null; then
   [ "${SKIP_APT:-0}" = 1 ] && die "kubectl not found (SKIP_APT=1 is set; install Debian's kubernetes-client)"
@@ -266,4 +461,15 @@ if [ -x "$TOOLS_DIR/bin/ignition-check" ]; then
 else
   build_ignition_check "$TOOLS_DIR"
 fi
+CURRENT_DIRS=()
+if [ "${SKIP_CURRENT:-0}" = 1 ]; then
+  say "SKIP_CURRENT=1: not building kubernetes and etcd from hack/tools/k8s and hack/tools/etcd"
+else
+  ensure_current "$CURRENT_K8S_SRC" k8s kube-apiserver kubeadm
+  ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
+fi
 say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin, ignition-check in $TOOLS_DIR/bin"
+for dir in "${CURRENT_DIRS[@]}"; do
+  [ -d "$dir/bin" ] && say "current releases: $(cd "$dir/bin" && ls | paste -sd' ' -) in $dir/bin"
+done
+exit 0

@@ -12,7 +12,8 @@ pub const KUBE_RECIPE: &str = "r3";
 const INSTALL_HINT: &str =
     "run `hack/install-testenv.sh` (installs Debian's etcd and builds kube-apiserver)";
 
-/// The cache folder `hack/install-testenv.sh` builds kube-apiserver and ignition-check into.
+/// The cache folder `hack/install-testenv.sh` builds kube-apiserver, ignition-check and the `*_current`
+/// binaries into.
 pub fn cache_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("KUBEADM_PROVIDERS_CACHE") {
         return PathBuf::from(dir);
@@ -63,6 +64,59 @@ pub fn ignition_check() -> Result<PathBuf, Error> {
         hint: format!(
             "no {}/tools-*/bin/{NAME}; run `hack/install-testenv.sh` (builds it from hack/tools with \
              Go >= 1.22), or set ${ENV}",
+            root.display()
+        ),
+    })
+}
+
+/// kube-apiserver of the current Kubernetes release, built by `hack/install-testenv.sh` from
+/// `hack/tools/k8s` (k8s.io/kubernetes as a Go module; its go.mod is the one place pinning the version).
+/// `$KUBE_APISERVER_CURRENT` overrides; otherwise the newest `tools-*/bin/kube-apiserver` under
+/// [`cache_root`]. Unlike [`kube_apiserver`], never the Debian-source build nor one on PATH.
+pub fn kube_apiserver_current() -> Result<PathBuf, Error> {
+    current_tool("kube-apiserver", "KUBE_APISERVER_CURRENT", K8S_CURRENT_FROM)
+}
+
+/// kubeadm of the current Kubernetes release, built with [`kube_apiserver_current`].
+/// `$KUBEADM_CURRENT` overrides; otherwise the newest `tools-*/bin/kubeadm` under [`cache_root`].
+pub fn kubeadm_current() -> Result<PathBuf, Error> {
+    current_tool("kubeadm", "KUBEADM_CURRENT", K8S_CURRENT_FROM)
+}
+
+/// etcd of the current release, built by `hack/install-testenv.sh` from `hack/tools/etcd`
+/// (go.etcd.io/etcd/server/v3 as a Go module; its go.mod is the one place pinning the version).
+/// `$ETCD_CURRENT` overrides; otherwise the newest `tools-*/bin/etcd` under [`cache_root`]. Unlike
+/// [`etcd`], never Debian's etcd on PATH.
+pub fn etcd_current() -> Result<PathBuf, Error> {
+    current_tool("etcd", "ETCD_CURRENT", ETCD_CURRENT_FROM)
+}
+
+/// etcdctl of the same etcd release as [`etcd_current`]. `$ETCDCTL_CURRENT` overrides.
+pub fn etcdctl_current() -> Result<PathBuf, Error> {
+    current_tool("etcdctl", "ETCDCTL_CURRENT", ETCD_CURRENT_FROM)
+}
+
+/// etcdutl (snapshots, defragmentation of a stopped member) of the same etcd release as
+/// [`etcd_current`]. `$ETCDUTL_CURRENT` overrides.
+pub fn etcdutl_current() -> Result<PathBuf, Error> {
+    current_tool("etcdutl", "ETCDUTL_CURRENT", ETCD_CURRENT_FROM)
+}
+
+const K8S_CURRENT_FROM: &str = "kube-apiserver and kubeadm from hack/tools/k8s";
+const ETCD_CURRENT_FROM: &str = "etcd, etcdctl and etcdutl from hack/tools/etcd";
+
+/// `$env` if set (must be executable), else the newest cached `tools-*/bin/<name>`, with a hint naming
+/// `hack/install-testenv.sh` when there is none.
+fn current_tool(name: &str, env: &str, from: &str) -> Result<PathBuf, Error> {
+    if std::env::var_os(env).is_some() {
+        return find(name, env, None);
+    }
+    let root = cache_root();
+    newest_cached_tool(&root, name).ok_or_else(|| Error::MissingBinary {
+        name: name.into(),
+        hint: format!(
+            "no {}/tools-*/bin/{name}; run `hack/install-testenv.sh` (builds {from} with the machine's \
+             Go; it names any module the Go module proxy does not serve), or set ${env}",
             root.display()
         ),
     })

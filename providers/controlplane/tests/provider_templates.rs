@@ -1,7 +1,7 @@
 //! Cluster templates of the shapes infrastructure providers publish (`tests/fixtures/provider-templates`),
 //! each taken as a user takes it: `controlplane-manager generate cluster`, the offline validation of both
 //! managers, and a render of every role of every object, checked by cloud-init's schema or by Flatcar's
-//! Ignition. A v1beta1 object must give the same spec (so the same bootstrap data) as its v1beta2
+//! Ignition, with its kubeadm configuration validated by the kubeadm of a current release. A v1beta1 object must give the same spec (so the same bootstrap data) as its v1beta2
 //! conversion, with its v1beta1-only fields carried over where Cluster API carries them.
 
 use std::collections::BTreeMap;
@@ -120,6 +120,25 @@ fn secrets(spec: &KubeadmConfigSpec) -> BTreeMap<(String, String), String> {
 }
 
 fn render_role(spec: &KubeadmConfigSpec, role: Role, version: &str) -> Vec<u8> {
+    with_input(spec, role, version, |input| {
+        render(input).unwrap_or_else(|e| panic!("{role:?} {version}: {e}"))
+    })
+}
+
+/// The kubeadm configuration file of the role, as the node's kubeadm reads it.
+fn kubeadm_config(spec: &KubeadmConfigSpec, role: Role, version: &str) -> String {
+    with_input(spec, role, version, |input| {
+        kubeadm_bootstrap::render::kubeadm::kubeadm_config(input)
+            .unwrap_or_else(|e| panic!("{role:?} {version}: {e}"))
+    })
+}
+
+fn with_input<T>(
+    spec: &KubeadmConfigSpec,
+    role: Role,
+    version: &str,
+    f: impl FnOnce(&RenderInput) -> T,
+) -> T {
     let certificates = certificates();
     let secrets = secrets(spec);
     let input = RenderInput {
@@ -145,7 +164,56 @@ fn render_role(spec: &KubeadmConfigSpec, role: Role, version: &str) -> Vec<u8> {
         }),
         secrets: &secrets,
     };
-    render(&input).unwrap_or_else(|e| panic!("{role:?} {version}: {e}"))
+    f(&input)
+}
+
+/// What cloud-init's Jinja, a pre command's envsubst or sed would have filled in on the node before
+/// kubeadm reads its configuration: `{{ … }}`, `${…}` and `@@HOSTNAME@@` become `node-0`.
+fn as_on_the_node(config: &str) -> String {
+    let mut out = String::with_capacity(config.len());
+    let mut rest = config;
+    loop {
+        let next = [("{{", "}}"), ("${", "}"), ("@@", "@@")]
+            .into_iter()
+            .filter_map(|(open, close)| rest.find(open).map(|at| (at, open, close)))
+            .min_by_key(|(at, _, _)| *at);
+        let Some((at, open, close)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at]);
+        let after = &rest[at + open.len()..];
+        match after.find(close) {
+            Some(end) => {
+                out.push_str("node-0");
+                rest = &after[end + close.len()..];
+            }
+            None => {
+                out.push_str(open);
+                rest = after;
+            }
+        }
+    }
+}
+
+/// Real kubeadm of a current release reads and validates the configuration (`kubeadm config
+/// validate`), as it would before `init` or `join`.
+fn check_with_kubeadm(what: &str, config: &str) {
+    let kubeadm = testenv::binaries::kubeadm_current().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kubeadm.yaml");
+    let config = as_on_the_node(config);
+    std::fs::write(&file, &config).unwrap();
+    let (ok, report) = run(
+        Command::new(kubeadm)
+            .args(["config", "validate", "--config"])
+            .arg(&file),
+        b"",
+    );
+    assert!(
+        ok,
+        "{what}: kubeadm refuses the configuration:\n{report}\n{config}"
+    );
 }
 
 /// Runs `command` with `input` on stdin: success and what it printed.
@@ -289,6 +357,10 @@ fn exercise(name: &str) -> BTreeMap<String, (Format, Vec<u8>)> {
             let what = format!("{object} {role:?}");
             let data = render_role(&found.spec, role, KUBERNETES_VERSION);
             check_user_data(&format!("{name}: {what}"), format, &data);
+            check_with_kubeadm(
+                &format!("{name}: {what}"),
+                &kubeadm_config(&found.spec, role, KUBERNETES_VERSION),
+            );
             // The older kubeadm configuration API renders too (not schema-checked twice).
             render_role(&found.spec, role, V1BETA3_KUBERNETES_VERSION);
             rendered.insert(what, (format, data));
@@ -305,6 +377,16 @@ fn ignition(rendered: &BTreeMap<String, (Format, Vec<u8>)>, key: &str) -> Value 
     let (format, data) = &rendered[key];
     assert_eq!(*format, Format::Ignition, "{key}");
     serde_json::from_slice(data).unwrap()
+}
+
+#[test]
+fn node_side_placeholders_are_filled_like_the_node_fills_them() {
+    assert_eq!(
+        as_on_the_node(
+            "name: \"{{ ds.meta_data[\"x\"] }}\"\nid: a:///${UUID}-@@HOSTNAME@@ {{ open"
+        ),
+        "name: \"node-0\"\nid: a:///node-0-node-0 {{ open"
+    );
 }
 
 #[test]
