@@ -8,6 +8,7 @@ pub mod apiserver;
 pub mod binaries;
 pub mod core_double;
 pub mod etcd;
+pub mod kubeadm;
 pub mod management;
 pub mod manager;
 pub mod pki;

@@ -1,0 +1,86 @@
+//! Real kubeadm of the current release (built by `hack/install-testenv.sh`) as a judge of the kubeadm
+//! configurations our bootstrap data carries.
+
+use std::process::Command;
+
+use crate::binaries;
+
+/// What cloud-init's Jinja, or a pre command's envsubst or sed, fills in on the node before kubeadm
+/// reads its configuration: `{{ … }}`, `${…}` and `@@HOSTNAME@@` become `node-0`.
+pub fn as_on_the_node(config: &str) -> String {
+    let mut out = String::with_capacity(config.len());
+    let mut rest = config;
+    loop {
+        let next = [("{{", "}}"), ("${", "}"), ("@@", "@@")]
+            .into_iter()
+            .filter_map(|(open, close)| rest.find(open).map(|at| (at, open, close)))
+            .min_by_key(|(at, _, _)| *at);
+        let Some((at, open, close)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at]);
+        let after = &rest[at + open.len()..];
+        match after.find(close) {
+            Some(end) => {
+                out.push_str("node-0");
+                rest = &after[end + close.len()..];
+            }
+            None => {
+                out.push_str(open);
+                rest = after;
+            }
+        }
+    }
+}
+
+/// Runs `kubeadm config validate` of the current release on `config` (after [`as_on_the_node`]):
+/// `Err` with kubeadm's answer when it refuses the configuration.
+pub fn validate_config(config: &str) -> Result<(), String> {
+    validate_config_with_files(config, &[])
+}
+
+/// [`validate_config`] where the node already holds `files` (path, content), as the bootstrap data
+/// writes them before kubeadm runs: kubeadm checks that a discovery kubeconfig exists, for one. They
+/// are written into a scratch folder and their paths in `config` pointed there.
+pub fn validate_config_with_files(config: &str, files: &[(&str, &str)]) -> Result<(), String> {
+    let kubeadm = binaries::kubeadm_current().map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut config = as_on_the_node(config);
+    for (i, (path, content)) in files.iter().enumerate() {
+        let local = dir.path().join(format!("node-file-{i}"));
+        std::fs::write(&local, content).map_err(|e| e.to_string())?;
+        config = config.replace(path, &local.display().to_string());
+    }
+    let file = dir.path().join("kubeadm.yaml");
+    std::fs::write(&file, config).map_err(|e| e.to_string())?;
+    let out = Command::new(&kubeadm)
+        .args(["config", "validate", "--config"])
+        .arg(&file)
+        .output()
+        .map_err(|e| format!("{}: {e}", kubeadm.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_side_placeholders_are_filled_like_the_node_fills_them() {
+        assert_eq!(
+            as_on_the_node(
+                "name: \"{{ ds.meta_data[\"x\"] }}\"\nid: a:///${UUID}-@@HOSTNAME@@ {{ open"
+            ),
+            "name: \"node-0\"\nid: a:///node-0-node-0 {{ open"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Real kubeadm of the current release (`kubeadm config validate`) reads the kubeadm configuration of
+//! every golden (kubeadm API v1beta4) as a node would: a golden it refuses fails the tests. The v1beta3
+//! goldens are for Kubernetes releases this kubeadm no longer deploys; the provider template test
+//! validates v1beta4 configurations of every template shape the same way.
+
+mod common;
+
+use serde_json::Value;
+
+/// Where the discovery-file golden writes its discovery kubeconfig.
+const DISCOVERY_FILE: &str = "/etc/kubernetes/discovery.conf";
+
+/// The kubeadm configuration a golden writes: `/run/kubeadm/*.yaml` of a cloud-config, or
+/// `/etc/kubeadm.yml` of an Ignition config (its `data:,` URL decoded).
+fn kubeadm_config(name: &str, text: &str) -> String {
+    if name.ends_with(".ignition.json") {
+        let config: Value = serde_json::from_str(text).unwrap();
+        let source = config["storage"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "/etc/kubeadm.yml")
+            .unwrap_or_else(|| panic!("{name}: no /etc/kubeadm.yml"))["contents"]["source"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("data:,")
+            .unwrap()
+            .to_owned();
+        let mut bytes = Vec::new();
+        let mut rest = source.as_bytes();
+        while let Some((&first, tail)) = rest.split_first() {
+            if first == b'%' {
+                let hex = std::str::from_utf8(&tail[..2]).unwrap();
+                bytes.push(u8::from_str_radix(hex, 16).unwrap());
+                rest = &tail[2..];
+            } else {
+                bytes.push(first);
+                rest = tail;
+            }
+        }
+        String::from_utf8(bytes).unwrap()
+    } else {
+        cloud_config_file(name, text, |p| p.starts_with("/run/kubeadm/kubeadm"))
+            .unwrap_or_else(|| panic!("{name}: no /run/kubeadm configuration"))
+    }
+}
+
+/// The content of the first `write_files` entry of a cloud-config whose path `wanted` accepts.
+fn cloud_config_file(name: &str, text: &str, wanted: impl Fn(&str) -> bool) -> Option<String> {
+    let cloud_config = text
+        .strip_prefix("## template: jinja\n")
+        .unwrap_or_else(|| panic!("{name}: no Jinja header"));
+    let config: Value = serde_saphyr::from_str(cloud_config).unwrap();
+    config["write_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().is_some_and(&wanted))
+        .map(|f| f["content"].as_str().unwrap().to_owned())
+}
+
+#[test]
+fn kubeadm_of_the_current_release_accepts_every_v1beta4_golden() {
+    let mut checked = Vec::new();
+    for entry in std::fs::read_dir(common::golden_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.contains("v1beta4.") {
+            continue;
+        }
+        let config = kubeadm_config(&name, &std::fs::read_to_string(&path).unwrap());
+        assert!(config.contains("kubeadm.k8s.io/v1beta4"), "{name}");
+        // The discovery kubeconfig is on the node before kubeadm runs; kubeadm checks it is there.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let discovery = DISCOVERY_FILE;
+        let discovery_content = if name.ends_with(".cloud-config.yaml") {
+            cloud_config_file(&name, &text, |p| p == discovery)
+        } else {
+            None
+        };
+        let files: Vec<(&str, &str)> = discovery_content
+            .as_deref()
+            .map(|content| (discovery, content))
+            .into_iter()
+            .collect();
+        if let Err(refusal) = testenv::kubeadm::validate_config_with_files(&config, &files) {
+            panic!("{name}: kubeadm refuses its configuration:\n{refusal}\n{config}");
+        }
+        checked.push(name);
+    }
+    // Every role in both formats, plus the special cases.
+    assert!(checked.len() >= 9, "only {checked:?}");
+}
