@@ -16,6 +16,9 @@ pub struct ApiServerOptions {
     pub ready_timeout: Duration,
     /// Extra `--flag=value` arguments (e.g. admission plugins) appended last.
     pub extra_args: Vec<String>,
+    /// The kube-apiserver to run and whether it is the 1.20 build (which takes `--insecure-port=0`);
+    /// the 1.20 build ([`binaries::kube_apiserver`]) when unset.
+    pub binary: Option<(PathBuf, bool)>,
 }
 
 impl Default for ApiServerOptions {
@@ -26,6 +29,7 @@ impl Default for ApiServerOptions {
                 Duration::from_secs(90),
             ),
             extra_args: Vec::new(),
+            binary: None,
         }
     }
 }
@@ -52,7 +56,10 @@ impl KubeApiServer {
     ) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-        let binary = binaries::kube_apiserver()?;
+        let (binary, legacy) = match &options.binary {
+            Some((binary, legacy)) => (binary.clone(), *legacy),
+            None => (binaries::kube_apiserver()?, true),
+        };
         let ca = Ca::new("kubernetes-ca")?;
         let ca_file = ca.write(dir, "ca")?.cert;
         let serving = ca
@@ -90,10 +97,12 @@ impl KubeApiServer {
             let port = ports::free_port()?;
             let url = format!("https://127.0.0.1:{port}");
             let mut cmd = Command::new(&binary);
+            if legacy {
+                cmd.arg("--insecure-port=0");
+            }
             cmd.args([
                 "--advertise-address=127.0.0.1",
                 "--bind-address=127.0.0.1",
-                "--insecure-port=0",
                 "--endpoint-reconciler-type=none",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",

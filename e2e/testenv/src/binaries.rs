@@ -102,6 +102,36 @@ pub fn etcdutl_current() -> Result<PathBuf, Error> {
     current_tool("etcdutl", "ETCDUTL_CURRENT", ETCD_CURRENT_FROM)
 }
 
+/// Which kube-apiserver and etcd a management plane runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagementBinaries {
+    pub kube_apiserver: PathBuf,
+    pub etcd: PathBuf,
+    /// Kubernetes 1.20 takes `--insecure-port=0`; the flag is gone from current releases.
+    pub legacy: bool,
+}
+
+/// The current releases ([`kube_apiserver_current`] on [`etcd_current`]) where both are built, else
+/// the fallback ([`kube_apiserver`] 1.20 on Debian's [`etcd`]). `TESTENV_MANAGEMENT=legacy` picks the
+/// fallback on purpose, e.g. to compare.
+pub fn management() -> Result<ManagementBinaries, Error> {
+    let legacy_wanted = std::env::var("TESTENV_MANAGEMENT").is_ok_and(|v| v == "legacy");
+    if !legacy_wanted
+        && let (Ok(kube_apiserver), Ok(etcd)) = (kube_apiserver_current(), etcd_current())
+    {
+        return Ok(ManagementBinaries {
+            kube_apiserver,
+            etcd,
+            legacy: false,
+        });
+    }
+    Ok(ManagementBinaries {
+        kube_apiserver: kube_apiserver()?,
+        etcd: etcd()?,
+        legacy: true,
+    })
+}
+
 const K8S_CURRENT_FROM: &str = "kube-apiserver and kubeadm from hack/tools/k8s";
 const ETCD_CURRENT_FROM: &str = "etcd, etcdctl and etcdutl from hack/tools/etcd";
 

@@ -28,6 +28,8 @@ pub struct EtcdOptions {
     pub ca: Option<(String, String)>,
     /// More etcd flags for every member, e.g. `--quota-backend-bytes=2097152`.
     pub extra_args: Vec<String>,
+    /// The etcd binary; Debian's ([`binaries::etcd`]) when unset.
+    pub binary: Option<PathBuf>,
 }
 
 impl Default for EtcdOptions {
@@ -42,6 +44,7 @@ impl Default for EtcdOptions {
             names: Vec::new(),
             ca: None,
             extra_args: Vec::new(),
+            binary: None,
         }
     }
 }
@@ -209,7 +212,11 @@ impl EtcdCluster {
             .map(|(name, url)| format!("{name}={url}"))
             .collect::<Vec<_>>()
             .join(",");
-        let mut cmd = Command::new(binaries::etcd()?);
+        let binary = match &self.options.binary {
+            Some(binary) => binary.clone(),
+            None => binaries::etcd()?,
+        };
+        let mut cmd = Command::new(binary);
         cmd.arg(format!("--name={}", m.name))
             .arg(format!("--data-dir={}", m.data_dir.display()))
             .arg(format!("--listen-client-urls={}", m.client_url))

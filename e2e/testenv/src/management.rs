@@ -43,9 +43,19 @@ impl ManagementPlane {
         Self::start_in_with(dir, options).await
     }
 
-    async fn start_in_with(dir: tempfile::TempDir, options: ApiServerOptions) -> Result<Self> {
+    async fn start_in_with(dir: tempfile::TempDir, mut options: ApiServerOptions) -> Result<Self> {
         let started = Instant::now();
-        let etcd = EtcdCluster::start(&dir.path().join("etcd"), EtcdOptions::default()).await?;
+        // Current kube-apiserver on current etcd where they are built (CRDs with their CEL rules
+        // active), else the 1.20 fallback on Debian's etcd.
+        let binaries = crate::binaries::management()?;
+        options
+            .binary
+            .get_or_insert_with(|| (binaries.kube_apiserver.clone(), binaries.legacy));
+        let etcd_options = EtcdOptions {
+            binary: Some(binaries.etcd.clone()),
+            ..EtcdOptions::default()
+        };
+        let etcd = EtcdCluster::start(&dir.path().join("etcd"), etcd_options).await?;
         let tls = etcd.tls().expect("management etcd uses TLS").clone();
         let apiserver = KubeApiServer::start(
             &dir.path().join("apiserver"),
@@ -54,7 +64,12 @@ impl ManagementPlane {
             options,
         )
         .await?;
-        tracing::info!(elapsed = ?started.elapsed(), url = apiserver.url(), "management plane ready");
+        tracing::info!(
+            elapsed = ?started.elapsed(),
+            url = apiserver.url(),
+            kube_apiserver = %binaries.kube_apiserver.display(),
+            "management plane ready"
+        );
         Ok(Self {
             apiserver,
             etcd,

@@ -167,3 +167,45 @@ fn missing_binary_error_says_how_to_fix_it() {
     assert!(err.contains("$KUBE_APISERVER"), "{err}");
     assert!(err.contains("not an executable"), "{err}");
 }
+
+/// The version `hack/tools/k8s/go.mod` pins for k8s.io/kubernetes.
+fn pinned_kubernetes_version() -> String {
+    let go_mod = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/tools/k8s/go.mod"),
+    )
+    .unwrap();
+    go_mod
+        .lines()
+        .map(str::trim)
+        .find_map(|line| line.strip_prefix("k8s.io/kubernetes "))
+        .map(|version| version.split_whitespace().next().unwrap().to_owned())
+        .expect("hack/tools/k8s/go.mod requires k8s.io/kubernetes")
+}
+
+/// Where `hack/install-testenv.sh` built the current releases, the management plane runs them.
+#[tokio::test]
+async fn the_management_plane_runs_the_current_kubernetes_release_when_built() {
+    let binaries = testenv::binaries::management().unwrap();
+    let plane = ManagementPlane::start().await.unwrap();
+    let version = plane
+        .client()
+        .await
+        .unwrap()
+        .apiserver_version()
+        .await
+        .unwrap();
+    if binaries.legacy {
+        assert_eq!(version.git_version, "v1.20.2");
+    } else {
+        assert_eq!(version.git_version, pinned_kubernetes_version());
+        let etcd = std::process::Command::new(&binaries.etcd)
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&etcd.stdout).contains("etcd Version: 3.6."),
+            "{}",
+            String::from_utf8_lossy(&etcd.stdout)
+        );
+    }
+}
