@@ -304,8 +304,9 @@ async fn control_plane(
         _ => {}
     }
     let data_dir = req.dir.join("etcd-data");
-    let mut cmd =
-        Command::new(testenv::binaries::etcd().map_err(|e| BootError::Etcd(e.to_string()))?);
+    // The same releases as the management plane: etcd 3.6 where built, else Debian's 3.4.
+    let binaries = testenv::binaries::management().map_err(|e| BootError::Etcd(e.to_string()))?;
+    let mut cmd = Command::new(&binaries.etcd);
     let mut flags: BTreeMap<String, String> = [
         ("name", name.clone()),
         ("data-dir", data_dir.display().to_string()),
@@ -393,15 +394,18 @@ async fn control_plane(
     write_pair(&pki, "apiserver", &serving)?;
     plan.file(&format!("{PKI}/sa.key"))?;
     plan.file(&format!("{PKI}/sa.pub"))?;
-    let mut cmd = Command::new(
-        testenv::binaries::kube_apiserver().map_err(|e| BootError::ApiServer(e.to_string()))?,
-    );
+    // The same release as the management plane: kube-apiserver 1.34 where built, else 1.20.
+    let binaries =
+        testenv::binaries::management().map_err(|e| BootError::ApiServer(e.to_string()))?;
+    let mut cmd = Command::new(&binaries.kube_apiserver);
+    if binaries.legacy {
+        cmd.arg("--insecure-port=0");
+    }
     let file = |p: &str| pki.join(p).display().to_string();
     cmd.arg(format!("--advertise-address={ip}"))
         .arg(format!("--bind-address={ip}"))
         .arg(format!("--secure-port={port}"))
         .args([
-            "--insecure-port=0",
             "--endpoint-reconciler-type=none",
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
