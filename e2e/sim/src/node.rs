@@ -58,6 +58,8 @@ pub enum BootError {
     Workload(String),
     #[error("the node crashed during its join (fault injected)")]
     Crashed,
+    #[error("kubeadm of the current release refuses the configuration: {0}")]
+    KubeadmRefused(String),
     #[error("{0}")]
     Io(String),
 }
@@ -66,7 +68,9 @@ impl BootError {
     /// A short reason for `status.failureReason`.
     pub fn reason(&self) -> &'static str {
         match self {
-            BootError::Data(_) | BootError::Config(_) => "InvalidBootstrapData",
+            BootError::Data(_) | BootError::Config(_) | BootError::KubeadmRefused(_) => {
+                "InvalidBootstrapData"
+            }
             BootError::Pki(_) => "InvalidCertificates",
             BootError::Join { .. } => "JoinFailed",
             BootError::Etcd(_) => "EtcdFailed",
@@ -158,11 +162,23 @@ impl Drop for Node {
     }
 }
 
+/// The kubeadm of the management plane's release reads the node's configuration first, as the node's
+/// own kubeadm would: a configuration it refuses stops the boot. kubeadm 1.20 (the fallback) reads no
+/// v1beta3/v1beta4 configuration, so there is nothing to check with it.
+fn check_with_real_kubeadm(config: &str) -> Result<(), BootError> {
+    let legacy = testenv::binaries::management().map_or(true, |b| b.legacy);
+    if legacy {
+        return Ok(());
+    }
+    testenv::kubeadm::validate_config(config).map_err(BootError::KubeadmRefused)
+}
+
 /// Boots the node described by `plan`. Cancelling the future stops whatever it started.
 pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError> {
     let rootfs = req.dir.join("rootfs");
     write_files(&rootfs, &plan.files)?;
     let config_path = plan.kubeadm.config_path().to_owned();
+    check_with_real_kubeadm(plan.kubeadm_config()?)?;
     let docs = kubeadm_config::documents(&config_path, plan.kubeadm_config()?)?;
     let init = matches!(plan.kubeadm, KubeadmCommand::Init { .. });
     let facts = kubeadm_config::node_facts(&config_path, &docs, init)?;
@@ -949,4 +965,32 @@ pub async fn deregister(client: &kube::Client, node: &str) {
         let _ = pods.delete(&format!("{component}-{node}"), &now).await;
     }
     let _ = Api::<K8sNode>::all(client.clone()).delete(node, &now).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_real_kubeadm_refuses_stops_the_boot() {
+        if testenv::binaries::management().unwrap().legacy {
+            // kubeadm 1.20 reads no v1beta4; nothing is checked on the fallback.
+            return;
+        }
+        let valid = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n\
+                     discovery:\n  bootstrapToken:\n    token: abcdef.0123456789abcdef\n\
+                     \x20   apiServerEndpoint: 127.0.0.1:6443\n    unsafeSkipCAVerification: true\n";
+        check_with_real_kubeadm(valid).unwrap();
+        let refused = check_with_real_kubeadm(&valid.replace("abcdef.", "not-a-token."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("kubeadm of the current release refuses the configuration:"),
+            "{refused}"
+        );
+        assert_eq!(
+            BootError::KubeadmRefused(String::new()).reason(),
+            "InvalidBootstrapData"
+        );
+    }
 }
