@@ -1,5 +1,5 @@
 //! Real kubeadm of the current release (built by `hack/install-testenv.sh`) as a judge of the kubeadm
-//! configurations our bootstrap data carries.
+//! configurations our bootstrap data carries, and the files an Ignition config writes, as text.
 
 use std::process::Command;
 
@@ -68,6 +68,30 @@ pub fn validate_config_with_files(config: &str, files: &[(&str, &str)]) -> Resul
             String::from_utf8_lossy(&out.stderr)
         ))
     }
+}
+
+/// The text of the file at `path` in an Ignition config, its `data:,` URL decoded; `None` when the
+/// config writes no such file from a data URL.
+pub fn ignition_file(config: &serde_json::Value, path: &str) -> Option<String> {
+    let source = config["storage"]["files"]
+        .as_array()?
+        .iter()
+        .find(|f| f["path"] == path)?["contents"]["source"]
+        .as_str()?
+        .strip_prefix("data:,")?;
+    let mut bytes = Vec::with_capacity(source.len());
+    let mut rest = source.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        if first == b'%' && tail.len() >= 2 {
+            let hex = std::str::from_utf8(&tail[..2]).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(first);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]

@@ -103,3 +103,12 @@ pub fn set_condition(
         }),
     }
 }
+
+/// The `spec` of a kind's zero value, as Go decodes an object written without `spec` (Cluster API
+/// declares `spec` optional; our Rust types always hold one): `{}`, or `{"template": {}}` for templates.
+pub fn zero_spec<K: Default + Serialize>() -> serde_json::Value {
+    serde_json::to_value(K::default())
+        .ok()
+        .and_then(|mut value| value.get_mut("spec").map(serde_json::Value::take))
+        .unwrap_or_else(|| serde_json::Value::Object(Default::default()))
+}

@@ -214,8 +214,10 @@ fn check_document(
     // its required fields, a template's is complete.
     if spec_absent {
         value["spec"] = match header.kind.as_str() {
-            "KubeadmConfigTemplate" => zero_spec::<KubeadmConfigTemplate>(),
-            "KubeadmControlPlaneTemplate" => zero_spec::<KubeadmControlPlaneTemplate>(),
+            "KubeadmConfigTemplate" => crate::meta::zero_spec::<KubeadmConfigTemplate>(),
+            "KubeadmControlPlaneTemplate" => {
+                crate::meta::zero_spec::<KubeadmControlPlaneTemplate>()
+            }
             _ => Value::Object(Default::default()),
         };
         if header.kind == "KubeadmControlPlane" {
@@ -333,11 +335,6 @@ fn schema_problems(
         }
         _ => {}
     }
-}
-
-/// The spec of `K`'s zero value, as Go decodes an object without spec.
-fn zero_spec<K: Default + serde::Serialize>() -> Value {
-    serde_json::to_value(K::default()).expect("objects serialize")["spec"].take()
 }
 
 /// Decodes a checked object; a failure names the field (`spec.files[0].encoding: unknown variant …`).

@@ -15,30 +15,8 @@ const DISCOVERY_FILE: &str = "/etc/kubernetes/discovery.conf";
 fn kubeadm_config(name: &str, text: &str) -> String {
     if name.ends_with(".ignition.json") {
         let config: Value = serde_json::from_str(text).unwrap();
-        let source = config["storage"]["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["path"] == "/etc/kubeadm.yml")
-            .unwrap_or_else(|| panic!("{name}: no /etc/kubeadm.yml"))["contents"]["source"]
-            .as_str()
-            .unwrap()
-            .strip_prefix("data:,")
-            .unwrap()
-            .to_owned();
-        let mut bytes = Vec::new();
-        let mut rest = source.as_bytes();
-        while let Some((&first, tail)) = rest.split_first() {
-            if first == b'%' {
-                let hex = std::str::from_utf8(&tail[..2]).unwrap();
-                bytes.push(u8::from_str_radix(hex, 16).unwrap());
-                rest = &tail[2..];
-            } else {
-                bytes.push(first);
-                rest = tail;
-            }
-        }
-        String::from_utf8(bytes).unwrap()
+        testenv::kubeadm::ignition_file(&config, "/etc/kubeadm.yml")
+            .unwrap_or_else(|| panic!("{name}: no /etc/kubeadm.yml"))
     } else {
         cloud_config_file(name, text, |p| p.starts_with("/run/kubeadm/kubeadm"))
             .unwrap_or_else(|| panic!("{name}: no /run/kubeadm configuration"))

@@ -227,30 +227,7 @@ fn check_user_data(what: &str, format: Format, data: &[u8]) {
 
 /// The text of a file in an Ignition config (`data:,` URL decoded).
 fn ignition_file(config: &Value, path: &str) -> String {
-    let source = config["storage"]["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"] == path)
-        .unwrap_or_else(|| panic!("no {path}"))["contents"]["source"]
-        .as_str()
-        .unwrap()
-        .strip_prefix("data:,")
-        .unwrap()
-        .to_owned();
-    let bytes = source.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            out.push(u8::from_str_radix(&source[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
+    testenv::kubeadm::ignition_file(config, path).unwrap_or_else(|| panic!("no {path}"))
 }
 
 /// Takes `name` through generate, validate and render; returns every rendered user data by

@@ -51,7 +51,7 @@ where
         })?;
         // A spec that defaulting left at the zero value stays absent: the patch adds nothing.
         if spec_absent
-            && encoded.get("spec") == Some(&zero_spec::<K>())
+            && encoded.get("spec") == Some(&kubeadm_api::meta::zero_spec::<K>())
             && let Value::Object(members) = &mut encoded
         {
             members.remove("spec");
@@ -94,14 +94,6 @@ where
     }
 }
 
-/// The spec of `K`'s zero value.
-fn zero_spec<K: Serialize + Default>() -> Value {
-    serde_json::to_value(K::default())
-        .ok()
-        .and_then(|mut value| value.get_mut("spec").map(Value::take))
-        .unwrap_or_else(|| Value::Object(Default::default()))
-}
-
 /// Decodes `object` as a `K`, reading a missing or null `spec` as the zero value's.
 pub(crate) fn decode<K: Resource<DynamicType = ()> + DeserializeOwned + Serialize + Default>(
     object: &kube_core::DynamicObject,
@@ -113,7 +105,7 @@ pub(crate) fn decode<K: Resource<DynamicType = ()> + DeserializeOwned + Serializ
     if let Value::Object(members) = &mut value {
         let spec = members.entry("spec").or_insert(Value::Null);
         if spec.is_null() {
-            *spec = zero_spec::<K>();
+            *spec = kubeadm_api::meta::zero_spec::<K>();
         }
     }
     serde_json::from_value(value).map_err(bad)

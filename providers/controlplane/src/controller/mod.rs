@@ -885,17 +885,20 @@ async fn ensure_kubeconfig(
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = kubeconfig_secret::kubeconfig_secret_name(cluster);
     let now = time::OffsetDateTime::now_utc();
+    let build = || {
+        kubeconfig::secret(
+            cluster,
+            &namespace,
+            server,
+            ca,
+            owner_reference(kcp),
+            key_algorithm(kcp),
+            now,
+        )
+    };
     match secrets.get_opt(&name).await? {
         None => {
-            let secret = kubeconfig::secret(
-                cluster,
-                &namespace,
-                server,
-                ca,
-                owner_reference(kcp),
-                key_algorithm(kcp),
-                now,
-            )?;
+            let secret = build()?;
             match secrets.create(&PostParams::default(), &secret).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -908,15 +911,7 @@ async fn ensure_kubeconfig(
                 .iter()
                 .any(|o| o.controller == Some(true) && Some(&o.uid) == kcp.uid().as_ref());
             if ours && kubeconfig::needs_renewal(&existing, now) {
-                let mut secret = kubeconfig::secret(
-                    cluster,
-                    &namespace,
-                    server,
-                    ca,
-                    owner_reference(kcp),
-                    key_algorithm(kcp),
-                    now,
-                )?;
+                let mut secret = build()?;
                 secret.metadata.resource_version = existing.resource_version();
                 secrets
                     .replace(&name, &PostParams::default(), &secret)
