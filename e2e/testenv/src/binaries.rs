@@ -102,6 +102,49 @@ pub fn etcdutl_current() -> Result<PathBuf, Error> {
     current_tool("etcdutl", "ETCDUTL_CURRENT", ETCD_CURRENT_FROM)
 }
 
+/// The etcd releases the etcd integration tests run on: Debian's 3.4 (the old end, what kubeadm 1.20
+/// deployed) and the current release built from `hack/tools/etcd` (what kubeadm 1.34 deploys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EtcdRelease {
+    V3_4,
+    Current,
+}
+
+impl EtcdRelease {
+    pub const ALL: [EtcdRelease; 2] = [EtcdRelease::V3_4, EtcdRelease::Current];
+
+    /// The `etcd` binary of the release.
+    pub fn etcd(self) -> Result<PathBuf, Error> {
+        match self {
+            EtcdRelease::V3_4 => etcd(),
+            EtcdRelease::Current => etcd_current(),
+        }
+    }
+
+    /// `etcdctl` of the release.
+    pub fn etcdctl(self) -> Result<PathBuf, Error> {
+        match self {
+            EtcdRelease::V3_4 => etcdctl(),
+            EtcdRelease::Current => etcdctl_current(),
+        }
+    }
+
+    /// The command that checks a snapshot file offline, ready for the file's path: `etcdctl snapshot
+    /// status` up to 3.4, `etcdutl snapshot status` from 3.5 on (3.6 removed the etcdctl one).
+    pub fn snapshot_status(self) -> Result<std::process::Command, Error> {
+        let binary = match self {
+            EtcdRelease::V3_4 => etcdctl()?,
+            EtcdRelease::Current => etcdutl_current()?,
+        };
+        let mut command = std::process::Command::new(binary);
+        command.args(["snapshot", "status", "--write-out=json"]);
+        if self == EtcdRelease::V3_4 {
+            command.env("ETCDCTL_API", "3");
+        }
+        Ok(command)
+    }
+}
+
 /// Which kube-apiserver and etcd a management plane runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManagementBinaries {

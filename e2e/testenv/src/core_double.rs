@@ -42,6 +42,8 @@ pub struct EtcdSim {
     pub ca: (String, String),
     /// More etcd flags for every member (see [`EtcdOptions::extra_args`]).
     pub extra_args: Vec<String>,
+    /// Which etcd release the members run.
+    pub release: crate::EtcdRelease,
 }
 
 /// What the double saw.
@@ -251,7 +253,7 @@ impl Double {
                         names: vec![node.to_owned()],
                         ca: Some(sim.ca.clone()),
                         extra_args: sim.extra_args.clone(),
-                        ..EtcdOptions::default()
+                        ..EtcdOptions::on(sim.release)?
                     },
                 )
                 .await?;

@@ -49,6 +49,16 @@ impl Default for EtcdOptions {
     }
 }
 
+impl EtcdOptions {
+    /// The defaults, with the etcd binary of `release`.
+    pub fn on(release: binaries::EtcdRelease) -> Result<Self> {
+        Ok(Self {
+            binary: Some(release.etcd()?),
+            ..Self::default()
+        })
+    }
+}
+
 /// Certificates of an etcd cluster, as files the processes read and as PEM for clients.
 #[derive(Clone, Debug)]
 pub struct EtcdTls {

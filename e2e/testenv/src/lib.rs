@@ -21,6 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use apiserver::KubeApiServer;
+pub use binaries::EtcdRelease;
 pub use etcd::{EtcdCluster, EtcdOptions};
 pub use management::ManagementPlane;
 
@@ -88,4 +89,29 @@ pub(crate) fn timeout_from_env(var: &str, default: Duration) -> Duration {
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_secs)
         .unwrap_or(default)
+}
+
+/// Declares each listed `async fn name(release: EtcdRelease)` of the calling test file as one test per
+/// etcd release: `etcd_3_4::name` on Debian's etcd and `etcd_current::name` on the release built from
+/// `hack/tools/etcd`. A difference between releases is handled by the code under test, not by the test.
+#[macro_export]
+macro_rules! on_every_etcd_release {
+    ($($name:ident),+ $(,)?) => {
+        mod etcd_3_4 {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::EtcdRelease::V3_4).await
+                }
+            )+
+        }
+        mod etcd_current {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::EtcdRelease::Current).await
+                }
+            )+
+        }
+    };
 }

@@ -1,7 +1,7 @@
-//! Stacked etcd that the controller must not touch, against real etcd 3.4 and the real apiserver: a member
-//! whose database hit its space quota (NOSPACE alarm) and members that refuse the controller's client
-//! certificate. Each becomes a condition that names the member and the cause, and no membership change
-//! or scaling happens until the fault is cleared.
+//! Stacked etcd that the controller must not touch, against real etcd (3.4 and the current release) and
+//! the real apiserver: a member whose database hit its space quota (NOSPACE alarm) and members that refuse
+//! the controller's client certificate. Each becomes a condition that names the member and the cause, and
+//! no membership change or scaling happens until the fault is cleared.
 
 mod common;
 
@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kubeadm_controlplane::controller::Settings;
 use serde_json::json;
+use testenv::EtcdRelease;
 
 /// Waits until condition `type_` of the control plane is False and its message passes `check`; returns
 /// the condition's reason and message.
@@ -74,13 +75,15 @@ async fn add_unstarted_learner(client: &mut etcd_client::Client) {
     }
 }
 
-#[tokio::test]
-async fn a_nospace_alarm_names_the_member_and_holds_every_membership_change() {
+async fn a_nospace_alarm_names_the_member_and_holds_every_membership_change(release: EtcdRelease) {
     let mut env = setup_etcd(
         1,
         "prod-control-plane-genc01",
         false,
-        Some(vec!["--quota-backend-bytes=2097152".into()]),
+        Some(StackedEtcd {
+            release,
+            extra_args: vec!["--quota-backend-bytes=2097152".into()],
+        }),
     )
     .await;
     let grace = Duration::from_secs(2);
@@ -202,9 +205,10 @@ async fn replace_etcd_ca(env: &Env, cert: &str, key: &str) {
         .unwrap();
 }
 
-#[tokio::test]
-async fn members_that_refuse_our_certificate_are_named_and_nothing_scales_until_fixed() {
-    let env = setup_with(1, "prod-control-plane-genc01", true, true).await;
+async fn members_that_refuse_our_certificate_are_named_and_nothing_scales_until_fixed(
+    release: EtcdRelease,
+) {
+    let env = setup_with(1, "prod-control-plane-genc01", true, Some(release)).await;
     wait_converged(&env, 1, "initial").await;
     let node = format!("node-{}", machines(&env.client).await[0].name_any());
     let secrets = Api::<Secret>::namespaced(env.client.clone(), NS);
@@ -246,3 +250,8 @@ async fn members_that_refuse_our_certificate_are_named_and_nothing_scales_until_
     replace_etcd_ca(&env, &ca_cert, &ca_key).await;
     wait_converged(&env, 3, "after the CA was restored").await;
 }
+
+testenv::on_every_etcd_release!(
+    a_nospace_alarm_names_the_member_and_holds_every_membership_change,
+    members_that_refuse_our_certificate_are_named_and_nothing_scales_until_fixed,
+);

@@ -1,8 +1,9 @@
-//! Stacked etcd under the control plane, against real etcd 3.4 members (one per simulated node, joining
-//! as learners the way kubeadm joins them) and the real apiserver: learners promoted by the controller,
-//! a generation rollout that hands leadership over before a leader's machine goes and removes each member
+//! Stacked etcd under the control plane, against real etcd members (one per simulated node, joining as
+//! learners the way kubeadm joins them) and the real apiserver: learners promoted by the controller, a
+//! generation rollout that hands leadership over before a leader's machine goes and removes each member
 //! before its machine's hook is released, a member that never started removed, and writes to etcd that
-//! keep working throughout.
+//! keep working throughout. Every test runs on etcd 3.4 and on the current release (`etcd_3_4::…`,
+//! `etcd_current::…`).
 
 mod common;
 
@@ -17,6 +18,7 @@ use kube::{Resource, ResourceExt};
 use kubeadm_controlplane::controller::Settings;
 use kubeadm_controlplane::machines::CLEANUP_HOOK_ANNOTATION;
 use serde_json::json;
+use testenv::EtcdRelease;
 use testenv::core_double::connect_running;
 
 /// Members as (name, is learner), sorted by name.
@@ -161,9 +163,10 @@ fn watch_promotions(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle
     })
 }
 
-#[tokio::test]
-async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first() {
-    let env = setup_with(1, "prod-control-plane-genc01", true, true).await;
+async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first(
+    release: EtcdRelease,
+) {
+    let env = setup_with(1, "prod-control-plane-genc01", true, Some(release)).await;
     wait_converged(&env, 1, "initial").await;
     wait_members_match_machines(&env, "initial").await;
     let first = machines(&env.client).await.remove(0);
@@ -252,9 +255,8 @@ async fn learners_are_promoted_and_a_rollout_moves_leadership_and_members_first(
     println!("longest stretch without an etcd write during the rollout: {longest_gap:?}");
 }
 
-#[tokio::test]
-async fn a_member_that_never_started_is_removed_while_the_voters_keep_quorum() {
-    let mut env = setup_with(3, "prod-control-plane-genc01", false, true).await;
+async fn a_member_that_never_started_is_removed_while_the_voters_keep_quorum(release: EtcdRelease) {
+    let mut env = setup_with(3, "prod-control-plane-genc01", false, Some(release)).await;
     env.tasks.push(start_with(
         &env.client,
         Settings {
@@ -333,10 +335,11 @@ async fn db_sizes(env: &Env) -> std::collections::BTreeMap<String, i64> {
     sizes
 }
 
-#[tokio::test]
-async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue() {
+async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue(
+    release: EtcdRelease,
+) {
     use kubeadm_controlplane::etcd_maintenance::{LAST_DEFRAG_ANNOTATION, SCHEDULE_ANNOTATION};
-    let env = setup_with(3, "prod-control-plane-genc01", false, true).await;
+    let env = setup_with(3, "prod-control-plane-genc01", false, Some(release)).await;
     let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
         Api::namespaced(env.client.clone(), NS);
     let annotate = |schedule: &str, last: &str| json!({ "metadata": { "annotations": { SCHEDULE_ANNOTATION: schedule, LAST_DEFRAG_ANNOTATION: last } } });
@@ -450,9 +453,8 @@ async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue() 
     );
 }
 
-#[tokio::test]
-async fn three_to_five_to_three_keeps_one_voter_per_machine() {
-    let env = setup_with(3, "prod-control-plane-genc01", true, true).await;
+async fn three_to_five_to_three_keeps_one_voter_per_machine(release: EtcdRelease) {
+    let env = setup_with(3, "prod-control-plane-genc01", true, Some(release)).await;
     wait_converged(&env, 3, "initial").await;
     wait_members_match_machines(&env, "initial").await;
 
@@ -474,12 +476,13 @@ async fn three_to_five_to_three_keeps_one_voter_per_machine() {
     assert_eq!(changes(&env, "RemoveMember").await.len(), 2);
 }
 
-#[tokio::test]
-async fn scheduled_snapshots_are_written_kept_and_accepted_by_etcdctl() {
+async fn scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools(
+    release: EtcdRelease,
+) {
     use kubeadm_controlplane::etcd_maintenance::{
         LAST_SNAPSHOT_ANNOTATION, SCHEDULE_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION,
     };
-    let env = setup_with(3, "prod-control-plane-genc01", false, true).await;
+    let env = setup_with(3, "prod-control-plane-genc01", false, Some(release)).await;
     let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
         Api::namespaced(env.client.clone(), NS);
     let snapshots = tempfile::tempdir().unwrap();
@@ -553,14 +556,15 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_etcdctl() {
             .is_some_and(|m| m.starts_with("node-")),
         "{status:?}"
     );
-    let output = std::process::Command::new(testenv::binaries::etcdctl().unwrap())
-        .args(["snapshot", "status", &path, "-w", "json"])
-        .env("ETCDCTL_API", "3")
+    let output = release
+        .snapshot_status()
+        .unwrap()
+        .arg(&path)
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "etcdctl refused {path}: {}",
+        "the release's snapshot checker refused {path}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let mut files: Vec<String> = std::fs::read_dir(&dir)
@@ -574,16 +578,16 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_etcdctl() {
     assert!(path.ends_with(&files[2]), "{files:?} {path}");
 }
 
-#[tokio::test]
-async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_accepted_by_etcdctl()
- {
+async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_accepted_by_the_release_tools(
+    release: EtcdRelease,
+) {
     use k8s_openapi::api::core::v1::Secret;
     use kubeadm_controlplane::etcd_maintenance::{
         LAST_SNAPSHOT_ANNOTATION, SCHEDULE_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION,
         SNAPSHOT_SECRET_KEY, SNAPSHOT_SECRET_LABEL, SNAPSHOT_TARGET_ANNOTATION,
     };
     use std::io::Read;
-    let env = setup_with(1, "prod-control-plane-genc01", false, true).await;
+    let env = setup_with(1, "prod-control-plane-genc01", false, Some(release)).await;
     let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
         Api::namespaced(env.client.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
@@ -663,18 +667,19 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("snapshot.db");
     std::fs::write(&path, &db).unwrap();
-    let output = std::process::Command::new(testenv::binaries::etcdctl().unwrap())
-        .args(["snapshot", "status", path.to_str().unwrap(), "-w", "json"])
-        .env("ETCDCTL_API", "3")
+    let output = release
+        .snapshot_status()
+        .unwrap()
+        .arg(&path)
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "etcdctl refused the snapshot: {}",
+        "the release's snapshot checker refused the snapshot: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     println!(
-        "snapshot Secret {name}: {} bytes, {} compressed; etcdctl: {}",
+        "snapshot Secret {name}: {} bytes, {} compressed; snapshot status: {}",
         db.len(),
         compressed.len(),
         String::from_utf8_lossy(&output.stdout).trim()
@@ -752,3 +757,12 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
         .any(|e| e.reason.as_deref() == Some("EtcdSnapshotRefused"));
     assert!(warned, "no Warning Event");
 }
+
+testenv::on_every_etcd_release!(
+    learners_are_promoted_and_a_rollout_moves_leadership_and_members_first,
+    a_member_that_never_started_is_removed_while_the_voters_keep_quorum,
+    scheduled_defragmentation_shrinks_every_member_while_writes_continue,
+    three_to_five_to_three_keeps_one_voter_per_machine,
+    scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools,
+    scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_accepted_by_the_release_tools,
+);

@@ -1,5 +1,6 @@
-//! The etcd access layer against real etcd 3.4 clusters (three TLS members on 127.0.0.1), with a client
-//! certificate issued by `etcd::tls` from the cluster's etcd CA.
+//! The etcd access layer against real etcd clusters (three TLS members on 127.0.0.1), with a client
+//! certificate issued by `etcd::tls` from the cluster's etcd CA. Every test runs on Debian's etcd 3.4 and
+//! on the current release (`etcd_3_4::…`, `etcd_current::…`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use kubeadm_bootstrap::render::CertPem;
 use kubeadm_controlplane::etcd::{
     EtcdClientConfig, EtcdClients, EtcdError, WorkloadEtcd, issue_client_cert,
 };
-use testenv::{EtcdCluster, EtcdOptions};
+use testenv::{EtcdCluster, EtcdOptions, EtcdRelease};
 use time::OffsetDateTime;
 
 struct Fixture {
@@ -26,13 +27,13 @@ fn config() -> EtcdClientConfig {
     }
 }
 
-async fn three_members() -> Fixture {
+async fn three_members(release: EtcdRelease) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let cluster = EtcdCluster::start(
         dir.path(),
         EtcdOptions {
             members: 3,
-            ..EtcdOptions::default()
+            ..EtcdOptions::on(release).unwrap()
         },
     )
     .await
@@ -68,9 +69,8 @@ async fn put_and_get(cluster: &EtcdCluster, key: &str) {
     assert_eq!(got.kvs().len(), 1, "{key} was written");
 }
 
-#[tokio::test]
-async fn voters_are_listed_with_status_and_no_alarms() {
-    let f = three_members().await;
+async fn voters_are_listed_with_status_and_no_alarms(release: EtcdRelease) {
+    let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     let members = f.etcd.member_list(&endpoints[0]).await.unwrap();
     assert_eq!(members.len(), 3);
@@ -119,9 +119,8 @@ async fn voters_are_listed_with_status_and_no_alarms() {
     assert_eq!(f.clients.cached(), 6);
 }
 
-#[tokio::test]
-async fn idle_connections_are_closed() {
-    let f = three_members().await;
+async fn idle_connections_are_closed(release: EtcdRelease) {
+    let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     let clients = EtcdClients::new(EtcdClientConfig {
         idle_client_ttl: Duration::from_millis(500),
@@ -135,9 +134,8 @@ async fn idle_connections_are_closed() {
     assert_eq!(clients.cached(), 1);
 }
 
-#[tokio::test]
-async fn an_unstarted_learner_is_listed_without_status_and_removed() {
-    let f = three_members().await;
+async fn an_unstarted_learner_is_listed_without_status_and_removed(release: EtcdRelease) {
+    let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     let peer_url = format!("https://127.0.0.1:{}", testenv::ports::free_port().unwrap());
     let started = Instant::now();
@@ -239,9 +237,8 @@ fn promote_when_listed(
     })
 }
 
-#[tokio::test]
-async fn a_joining_learner_is_promoted_as_soon_as_it_is_in_sync() {
-    let mut f = three_members().await;
+async fn a_joining_learner_is_promoted_as_soon_as_it_is_in_sync(release: EtcdRelease) {
+    let mut f = three_members(release).await;
     let voters = urls(&f.cluster);
     let promoter = promote_when_listed(f.etcd.clone(), voters[0].clone(), None);
     let learner_id = f.cluster.add_learner("learner").await.unwrap();
@@ -263,10 +260,9 @@ async fn a_joining_learner_is_promoted_as_soon_as_it_is_in_sync() {
 
 /// The one-member rollout: join a learner, promote it, remove the old member at once. etcd refuses the
 /// removal ("unhealthy cluster") until the new voter has been connected for a few seconds; remove retries.
-#[tokio::test]
-async fn the_old_member_is_removed_right_after_promoting_its_replacement() {
+async fn the_old_member_is_removed_right_after_promoting_its_replacement(release: EtcdRelease) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cluster = EtcdCluster::start(dir.path(), EtcdOptions::default())
+    let mut cluster = EtcdCluster::start(dir.path(), EtcdOptions::on(release).unwrap())
         .await
         .unwrap();
     let etcd = EtcdClients::new(config()).workload(Arc::new(client_cert(&cluster)));
@@ -314,9 +310,8 @@ fn client_url_of(cluster: &EtcdCluster, id: u64) -> String {
         .clone()
 }
 
-#[tokio::test]
-async fn a_started_learner_answers_status_but_not_the_member_list() {
-    let mut f = three_members().await;
+async fn a_started_learner_answers_status_but_not_the_member_list(release: EtcdRelease) {
+    let mut f = three_members(release).await;
     let voters = urls(&f.cluster);
     let learner_id = f.cluster.add_learner("learner").await.unwrap();
     let learner_url = client_url_of(&f.cluster, learner_id);
@@ -346,9 +341,8 @@ async fn a_started_learner_answers_status_but_not_the_member_list() {
     assert_eq!(observed.states.len(), 4);
 }
 
-#[tokio::test]
-async fn leadership_moves_to_the_chosen_member() {
-    let f = three_members().await;
+async fn leadership_moves_to_the_chosen_member(release: EtcdRelease) {
+    let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     let observed = f.etcd.observe(&endpoints).await.unwrap();
     let leader = observed.leader.unwrap();
@@ -386,9 +380,8 @@ async fn leadership_moves_to_the_chosen_member() {
     assert_eq!(status.leader, status.id);
 }
 
-#[tokio::test]
-async fn compaction_and_defragmentation_on_every_member() {
-    let f = three_members().await;
+async fn compaction_and_defragmentation_on_every_member(release: EtcdRelease) {
+    let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     let mut client = f.cluster.client().await.unwrap();
     for i in 0..200 {
@@ -427,9 +420,8 @@ async fn compaction_and_defragmentation_on_every_member() {
     put_and_get(&f.cluster, "after-defrag").await;
 }
 
-#[tokio::test]
-async fn a_snapshot_is_accepted_by_etcdctl() {
-    let f = three_members().await;
+async fn a_snapshot_is_accepted_by_the_release_tools(release: EtcdRelease) {
+    let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     put_and_get(&f.cluster, "in-the-snapshot").await;
     let dir = tempfile::tempdir().unwrap();
@@ -439,16 +431,16 @@ async fn a_snapshot_is_accepted_by_etcdctl() {
     file.sync_all().await.unwrap();
     drop(file);
     assert_eq!(written, std::fs::metadata(&path).unwrap().len());
-    let out = std::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["snapshot", "status", "-w", "json"])
+    let out = release
+        .snapshot_status()
+        .unwrap()
         .arg(&path)
         .output()
-        .expect("etcdctl runs (Debian package etcd-client)");
+        .expect("the release's snapshot checker runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "etcdctl snapshot status: {stdout}{}",
+        "snapshot status: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -456,9 +448,8 @@ async fn a_snapshot_is_accepted_by_etcdctl() {
     assert!(status["totalKey"].as_i64().unwrap() >= 1, "{status}");
 }
 
-#[tokio::test]
-async fn a_stopped_member_is_unreachable_within_the_timeout() {
-    let mut f = three_members().await;
+async fn a_stopped_member_is_unreachable_within_the_timeout(release: EtcdRelease) {
+    let mut f = three_members(release).await;
     let endpoints = urls(&f.cluster);
     // Connect while it is up, so the cached connection has to notice the member going away.
     f.etcd.status(&endpoints[0]).await.unwrap();
@@ -494,10 +485,9 @@ async fn a_stopped_member_is_unreachable_within_the_timeout() {
 }
 
 /// Each side refusing the other's certificate is told apart from an outage, with the member's URL.
-#[tokio::test]
-async fn certificate_refusals_name_the_endpoint_and_the_side_that_refused() {
+async fn certificate_refusals_name_the_endpoint_and_the_side_that_refused(release: EtcdRelease) {
     use kubeadm_controlplane::etcd::TlsProblem;
-    let f = three_members().await;
+    let f = three_members(release).await;
     let endpoint = urls(&f.cluster)[0].clone();
     let tls = f.cluster.tls().unwrap();
     let cluster_ca = CertPem {
@@ -567,10 +557,9 @@ async fn certificate_refusals_name_the_endpoint_and_the_side_that_refused() {
 
 /// Routed access (how port-forwarding plugs in): every member's client URL maps to a local listener that
 /// only relays bytes, here a plain TCP relay; TLS still runs end to end and errors name the member's URL.
-#[tokio::test]
-async fn routed_members_are_reached_through_local_relays() {
+async fn routed_members_are_reached_through_local_relays(release: EtcdRelease) {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let f = three_members().await;
+    let f = three_members(release).await;
     let relayed = Arc::new(AtomicUsize::new(0));
     let mut routes = std::collections::BTreeMap::new();
     let (mut relays, mut tasks) = (Vec::new(), Vec::new());
@@ -615,3 +604,18 @@ async fn routed_members_are_reached_through_local_relays() {
     assert!(err.is_unreachable(), "{err}");
     assert_eq!(err.endpoint(), Some(first.as_str()));
 }
+
+testenv::on_every_etcd_release!(
+    voters_are_listed_with_status_and_no_alarms,
+    idle_connections_are_closed,
+    an_unstarted_learner_is_listed_without_status_and_removed,
+    a_joining_learner_is_promoted_as_soon_as_it_is_in_sync,
+    the_old_member_is_removed_right_after_promoting_its_replacement,
+    a_started_learner_answers_status_but_not_the_member_list,
+    leadership_moves_to_the_chosen_member,
+    compaction_and_defragmentation_on_every_member,
+    a_snapshot_is_accepted_by_the_release_tools,
+    a_stopped_member_is_unreachable_within_the_timeout,
+    certificate_refusals_name_the_endpoint_and_the_side_that_refused,
+    routed_members_are_reached_through_local_relays,
+);

@@ -17,8 +17,8 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_controlplane::controller::{self, Settings};
 use kubeadm_runtime::Shutdown;
 use serde_json::{Value, json};
-use testenv::ManagementPlane;
 use testenv::core_double::{CoreDouble, EtcdSim};
+use testenv::{EtcdRelease, ManagementPlane};
 
 pub const NS: &str = "default";
 pub static EXTERNAL_ETCD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
@@ -56,28 +56,37 @@ pub fn sim_resource(kind: &str) -> ApiResource {
 }
 
 pub async fn setup(replicas: i32, template: &str, start_controller: bool) -> Env {
-    setup_with(replicas, template, start_controller, false).await
+    setup_with(replicas, template, start_controller, None).await
 }
 
-/// Like [`setup`]; with `stacked_etcd`, the control plane runs etcd on its machines: the stand-in starts a
-/// real etcd member per node, with the CA the test gives the controller as `<cluster>-etcd`.
+/// Stacked etcd on the control-plane machines: the stand-in starts a real etcd member of `release` per
+/// node, with the CA the test gives the controller as `<cluster>-etcd`, and `extra_args` (e.g. a small
+/// `--quota-backend-bytes`) on every member.
+pub struct StackedEtcd {
+    pub release: EtcdRelease,
+    pub extra_args: Vec<String>,
+}
+
+/// Like [`setup`]; with `stacked_etcd`, the control plane runs etcd of that release on its machines.
 pub async fn setup_with(
     replicas: i32,
     template: &str,
     start_controller: bool,
-    stacked_etcd: bool,
+    stacked_etcd: Option<EtcdRelease>,
 ) -> Env {
-    let etcd_args = stacked_etcd.then(Vec::new);
-    setup_etcd(replicas, template, start_controller, etcd_args).await
+    let etcd = stacked_etcd.map(|release| StackedEtcd {
+        release,
+        extra_args: Vec::new(),
+    });
+    setup_etcd(replicas, template, start_controller, etcd).await
 }
 
-/// Like [`setup_with`]; with `etcd_args` (e.g. a small `--quota-backend-bytes`) etcd is stacked and every
-/// member runs with these extra flags.
+/// Like [`setup_with`], with the whole stacked etcd description.
 pub async fn setup_etcd(
     replicas: i32,
     template: &str,
     start_controller: bool,
-    etcd_args: Option<Vec<String>>,
+    etcd: Option<StackedEtcd>,
 ) -> Env {
     let plane = ManagementPlane::start()
         .await
@@ -86,7 +95,7 @@ pub async fn setup_etcd(
     crds.extend(kubeadm_api::crd::core_crds());
     crds.extend(sim_infrastructure_crds());
     plane.install_crds(&crds).await.unwrap();
-    setup_on(plane, replicas, template, start_controller, etcd_args).await
+    setup_on(plane, replicas, template, start_controller, etcd).await
 }
 
 /// The CRDs of the simulated infrastructure provider's machine kinds.
@@ -106,9 +115,9 @@ pub async fn setup_on(
     replicas: i32,
     template: &str,
     start_controller: bool,
-    etcd_args: Option<Vec<String>>,
+    etcd: Option<StackedEtcd>,
 ) -> Env {
-    let stacked_etcd = etcd_args.is_some();
+    let stacked_etcd = etcd.is_some();
     let client = plane.client().await.unwrap();
 
     // The workload cluster is this apiserver: its CA becomes the cluster CA.
@@ -136,7 +145,7 @@ pub async fn setup_on(
         .await
         .unwrap();
 
-    let etcd_sim = if stacked_etcd {
+    let etcd_sim = if let Some(etcd) = etcd {
         let ca = testenv::pki::Ca::new("etcd-ca").unwrap();
         let secret = Secret {
             metadata: kube::api::ObjectMeta {
@@ -161,7 +170,8 @@ pub async fn setup_on(
         Some(EtcdSim {
             dir: plane.dir().join("workload-etcd"),
             ca: (ca.cert_pem().to_owned(), ca.key_pem().to_owned()),
-            extra_args: etcd_args.unwrap_or_default(),
+            extra_args: etcd.extra_args,
+            release: etcd.release,
         })
     } else {
         None
