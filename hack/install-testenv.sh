@@ -7,15 +7,16 @@
 #   - ignition-check (hack/tools/cmd/ignition-check), built with the machine's own Go (>= 1.22, the `go` first
 #     on PATH) from modules of the Go module proxy, cached under a hash of its sources so a change rebuilds;
 #   - the current releases, from Go modules the same way: kube-apiserver and kubeadm of k8s.io/kubernetes
-#     (hack/tools/k8s) and etcd, etcdctl, etcdutl of go.etcd.io/etcd (hack/tools/etcd). Their versions are
-#     pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
+#     (hack/tools/k8s) and etcd, etcdctl, etcdutl of go.etcd.io/etcd (hack/tools/etcd), plus kubeadm 1.30
+#     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
+#     written for Kubernetes < 1.31. Their versions are pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
 # Idempotent: a second run checks, prints what it found and exits in well under a second.
 # Environment:
 #   KUBEADM_PROVIDERS_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers)
 #   SKIP_APT=1                never call apt-get (fail instead when a package is missing)
-#   SKIP_CURRENT=1            do not build kubernetes 1.34 / etcd 3.6 from hack/tools/k8s and hack/tools/etcd
+#   SKIP_CURRENT=1            do not build kubernetes 1.34 / etcd 3.6 / kubeadm 1.30 from hack/tools/k8s*, etcd
 set -euo pipefail
 
 CACHE_ROOT="${KUBEADM_PROVIDERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers}"
@@ -31,6 +32,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS_SRC="$REPO_ROOT/hack/tools"
 CURRENT_K8S_SRC="$TOOLS_SRC/k8s"
 CURRENT_ETCD_SRC="$TOOLS_SRC/etcd"
+KUBEADM_V1BETA3_SRC="$TOOLS_SRC/k8s-v1beta3"
 # Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
 CURRENT_RECIPE="c1"
 # The oldest Go that builds hack/tools (its go.mod says `go 1.22`).
@@ -260,7 +262,7 @@ build_ignition_check() {
   say "ignition-check built in $(($(date +%s) - t0))s, cached in $dir/bin"
 }
 
-# --- The current releases, from Go modules: hack/tools/k8s (kubernetes) and hack/tools/etcd (etcd). ---
+# --- The current releases, from Go modules: hack/tools/k8s and k8s-v1beta3 (kubernetes), hack/tools/etcd. ---
 
 # The version module $2 is required at in $1/go.mod (a `require M V` line or a line of a require block).
 required_version() {
@@ -347,9 +349,12 @@ finish_current() {
   mv "$1.tmp" "$1"
 }
 
-# kube-apiserver and kubeadm of the k8s.io/kubernetes version required in hack/tools/k8s/go.mod.
-build_current_k8s() {
-  local dir="$1" src="$CURRENT_K8S_SRC" version staging bad ldflags pkg out
+# The binaries $3... (kube-apiserver, kubeadm*) of the k8s.io/kubernetes version required in the Go module
+# $2 (hack/tools/k8s, hack/tools/k8s-v1beta3), into $1/bin.
+build_k8s_module() {
+  local dir="$1" src="$2" version staging bad ldflags pkg out want bin rel
+  shift 2
+  rel=${src#"$REPO_ROOT"/}
   version=$(required_version "$src" k8s.io/kubernetes)
   [[ "$version" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "$src/go.mod: no k8s.io/kubernetes v1.N.P requirement (found '$version')"
   local major=1 minor="${BASH_REMATCH[1]}"
@@ -358,15 +363,15 @@ build_current_k8s() {
   bad=$(awk -v want="$staging" '$1 == "replace" { $1 = ""; $0 = $0 }
                                 $2 == "=>" && $1 ~ /^k8s\.io\// && ($3 != $1 || $4 != want) { print "  " $0 }' "$src/go.mod")
   [ -z "$bad" ] || die "$src/go.mod requires k8s.io/kubernetes $version, so every k8s.io staging module must be replaced by itself at $staging; these are not:"$'\n'"$bad"
-  use_machine_go "$(go_min_minor "$src")" hack/tools/k8s
+  use_machine_go "$(go_min_minor "$src")" "$rel"
 
   mkdir -p "$CACHE_ROOT"
   rm -rf "$dir.tmp"
   mkdir -p "$dir.tmp/bin"
-  say "kubernetes $version (hack/tools/k8s): downloading its modules"
+  say "kubernetes $version ($rel): downloading its modules"
   if ! download_modules "$src" "$dir.tmp/download.log"; then
     rm -rf "$dir.tmp"
-    say "skipped kube-apiserver and kubeadm $version: a module it needs is not served (Go names the first it cannot get); the fallback $KUBE_VERSION in $KUBE_DIR/bin stays"
+    say "skipped $* $version: a module it needs is not served (Go names the first it cannot get); the fallback $KUBE_VERSION in $KUBE_DIR/bin stays"
     return 0
   fi
   rm -f "$dir.tmp/download.log"
@@ -377,16 +382,25 @@ build_current_k8s() {
     ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  go_build "$src" "$dir.tmp" kube-apiserver "$ldflags"
-  go_build "$src" "$dir.tmp" kubeadm "$ldflags"
+  for bin in "$@"; do go_build "$src" "$dir.tmp" "$bin" "$ldflags"; done
 
-  out=$("$dir.tmp/bin/kube-apiserver" --version 2>&1) || true
-  [ "$out" = "Kubernetes $version" ] || { rm -rf "$dir.tmp"; die "the built kube-apiserver --version says '$out', not 'Kubernetes $version'"; }
-  out=$("$dir.tmp/bin/kubeadm" version -o short 2>&1) || true
-  [ "$out" = "$version" ] || { rm -rf "$dir.tmp"; die "the built kubeadm version -o short says '$out', not '$version'"; }
+  for bin in "$@"; do
+    case "$bin" in
+      kube-apiserver) out=$("$dir.tmp/bin/$bin" --version 2>&1) || true; want="Kubernetes $version" ;;
+      kubeadm*) out=$("$dir.tmp/bin/$bin" version -o short 2>&1) || true; want="$version" ;;
+      *) die "build_k8s_module: no version check for $bin" ;;
+    esac
+    [ "$out" = "$want" ] || { rm -rf "$dir.tmp"; die "the built $bin says '$out', not '$want'"; }
+  done
   finish_current "$dir"
-  say "kube-apiserver and kubeadm $version cached in $dir/bin"
+  say "$* $version cached in $dir/bin"
 }
+
+# kube-apiserver and kubeadm of the current release (hack/tools/k8s).
+build_current_k8s() { build_k8s_module "$1" "$CURRENT_K8S_SRC" kube-apiserver kubeadm; }
+
+# kubeadm 1.30 for the configurations in kubeadm API v1beta3 (hack/tools/k8s-v1beta3).
+build_current_kubeadm_v1beta3() { build_k8s_module "$1" "$KUBEADM_V1BETA3_SRC" kubeadm-v1beta3; }
 
 # etcd, etcdctl and etcdutl of the go.etcd.io/etcd/server/v3 version required in hack/tools/etcd/go.mod.
 build_current_etcd() {
@@ -463,10 +477,11 @@ else
 fi
 CURRENT_DIRS=()
 if [ "${SKIP_CURRENT:-0}" = 1 ]; then
-  say "SKIP_CURRENT=1: not building kubernetes and etcd from hack/tools/k8s and hack/tools/etcd"
+  say "SKIP_CURRENT=1: not building kubernetes and etcd from hack/tools/k8s, k8s-v1beta3 and etcd"
 else
   ensure_current "$CURRENT_K8S_SRC" k8s kube-apiserver kubeadm
   ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
+  ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
 fi
 say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin, ignition-check in $TOOLS_DIR/bin"
 for dir in "${CURRENT_DIRS[@]}"; do

@@ -83,6 +83,17 @@ pub fn kubeadm_current() -> Result<PathBuf, Error> {
     current_tool("kubeadm", "KUBEADM_CURRENT", K8S_CURRENT_FROM)
 }
 
+/// kubeadm 1.30, the last release that deploys the Kubernetes versions our renderer writes kubeadm API
+/// v1beta3 for, built by `hack/install-testenv.sh` from `hack/tools/k8s-v1beta3` (binary
+/// `kubeadm-v1beta3`). `$KUBEADM_V1BETA3` overrides.
+pub fn kubeadm_v1beta3() -> Result<PathBuf, Error> {
+    current_tool(
+        "kubeadm-v1beta3",
+        "KUBEADM_V1BETA3",
+        "kubeadm-v1beta3 from hack/tools/k8s-v1beta3",
+    )
+}
+
 /// etcd of the current release, built by `hack/install-testenv.sh` from `hack/tools/etcd`
 /// (go.etcd.io/etcd/server/v3 as a Go module; its go.mod is the one place pinning the version).
 /// `$ETCD_CURRENT` overrides; otherwise the newest `tools-*/bin/etcd` under [`cache_root`]. Unlike

@@ -1,5 +1,8 @@
-//! Real kubeadm of the current release (built by `hack/install-testenv.sh`) as a judge of the kubeadm
-//! configurations our bootstrap data carries, and the files an Ignition config writes, as text.
+//! Real kubeadm (built by `hack/install-testenv.sh`) as a judge of the kubeadm configurations our
+//! bootstrap data carries, and the files an Ignition config writes, as text. A configuration is read by
+//! the kubeadm of the nodes it is written for: kubeadm API v1beta3 is what the renderer writes for
+//! Kubernetes < 1.31, so kubeadm 1.30 ([`binaries::kubeadm_v1beta3`]) reads it; v1beta4 the current
+//! release ([`binaries::kubeadm_current`]), which deploys no Kubernetes older than its previous minor.
 
 use std::process::Command;
 
@@ -34,8 +37,8 @@ pub fn as_on_the_node(config: &str) -> String {
     }
 }
 
-/// Runs `kubeadm config validate` of the current release on `config` (after [`as_on_the_node`]):
-/// `Err` with kubeadm's answer when it refuses the configuration.
+/// Runs `kubeadm config validate` on `config` (after [`as_on_the_node`]) with the kubeadm of its API
+/// version (see the module documentation): `Err` with kubeadm's answer when it refuses the configuration.
 pub fn validate_config(config: &str) -> Result<(), String> {
     validate_config_with_files(config, &[])
 }
@@ -44,7 +47,12 @@ pub fn validate_config(config: &str) -> Result<(), String> {
 /// writes them before kubeadm runs: kubeadm checks that a discovery kubeconfig exists, for one. They
 /// are written into a scratch folder and their paths in `config` pointed there.
 pub fn validate_config_with_files(config: &str, files: &[(&str, &str)]) -> Result<(), String> {
-    let kubeadm = binaries::kubeadm_current().map_err(|e| e.to_string())?;
+    let kubeadm = if config.contains("kubeadm.k8s.io/v1beta3") {
+        binaries::kubeadm_v1beta3()
+    } else {
+        binaries::kubeadm_current()
+    }
+    .map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut config = as_on_the_node(config);
     for (i, (path, content)) in files.iter().enumerate() {

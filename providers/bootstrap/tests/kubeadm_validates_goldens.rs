@@ -1,7 +1,7 @@
-//! Real kubeadm of the current release (`kubeadm config validate`) reads the kubeadm configuration of
-//! every golden (kubeadm API v1beta4) as a node would: a golden it refuses fails the tests. The v1beta3
-//! goldens are for Kubernetes releases this kubeadm no longer deploys; the provider template test
-//! validates v1beta4 configurations of every template shape the same way.
+//! Real kubeadm (`kubeadm config validate`) reads the kubeadm configuration of every golden as a node
+//! would: the current release the v1beta4 goldens, kubeadm 1.30 the v1beta3 ones (written for Kubernetes
+//! releases the current kubeadm no longer deploys). A golden it refuses fails the tests. The provider
+//! template test validates v1beta4 configurations of every template shape the same way.
 
 mod common;
 
@@ -38,16 +38,19 @@ fn cloud_config_file(name: &str, text: &str, wanted: impl Fn(&str) -> bool) -> O
 }
 
 #[test]
-fn kubeadm_of_the_current_release_accepts_every_v1beta4_golden() {
+fn kubeadm_of_each_api_version_accepts_every_golden() {
     let mut checked = Vec::new();
     for entry in std::fs::read_dir(common::golden_dir()).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !name.contains("v1beta4.") {
+        let Some(api) = ["v1beta3", "v1beta4"]
+            .into_iter()
+            .find(|v| name.contains(&format!("{v}.")))
+        else {
             continue;
-        }
+        };
         let config = kubeadm_config(&name, &std::fs::read_to_string(&path).unwrap());
-        assert!(config.contains("kubeadm.k8s.io/v1beta4"), "{name}");
+        assert!(config.contains(&format!("kubeadm.k8s.io/{api}")), "{name}");
         // The discovery kubeconfig is on the node before kubeadm runs; kubeadm checks it is there.
         let text = std::fs::read_to_string(&path).unwrap();
         let discovery = DISCOVERY_FILE;
@@ -66,6 +69,6 @@ fn kubeadm_of_the_current_release_accepts_every_v1beta4_golden() {
         }
         checked.push(name);
     }
-    // Every role in both formats, plus the special cases.
-    assert!(checked.len() >= 9, "only {checked:?}");
+    // Every role in both formats and both API versions, plus the special cases.
+    assert!(checked.len() >= 16, "only {checked:?}");
 }
