@@ -58,7 +58,7 @@ pub enum BootError {
     Workload(String),
     #[error("the node crashed during its join (fault injected)")]
     Crashed,
-    #[error("kubeadm of the current release refuses the configuration: {0}")]
+    #[error("kubeadm refuses the configuration: {0}")]
     KubeadmRefused(String),
     #[error("{0}")]
     Io(String),
@@ -162,9 +162,10 @@ impl Drop for Node {
     }
 }
 
-/// The kubeadm of the management plane's release reads the node's configuration first, as the node's
-/// own kubeadm would: a configuration it refuses stops the boot. kubeadm 1.20 (the fallback) reads no
-/// v1beta3/v1beta4 configuration, so there is nothing to check with it.
+/// Real kubeadm reads the node's configuration first, as the node's own kubeadm would: the current release
+/// a v1beta4 configuration, kubeadm 1.30 a v1beta3 one (see `testenv::kubeadm`). A configuration it
+/// refuses stops the boot. On the fallback management plane (kubeadm 1.20, which reads neither) nothing
+/// is checked.
 fn check_with_real_kubeadm(config: &str) -> Result<(), BootError> {
     let legacy = testenv::binaries::management().map_or(true, |b| b.legacy);
     if legacy {
@@ -980,14 +981,18 @@ mod tests {
         let valid = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n\
                      discovery:\n  bootstrapToken:\n    token: abcdef.0123456789abcdef\n\
                      \x20   apiServerEndpoint: 127.0.0.1:6443\n    unsafeSkipCAVerification: true\n";
-        check_with_real_kubeadm(valid).unwrap();
-        let refused = check_with_real_kubeadm(&valid.replace("abcdef.", "not-a-token."))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            refused.starts_with("kubeadm of the current release refuses the configuration:"),
-            "{refused}"
-        );
+        // v1beta4 goes to the current kubeadm, v1beta3 (Kubernetes < 1.31) to kubeadm 1.30.
+        for valid in [valid.to_owned(), valid.replace("v1beta4", "v1beta3")] {
+            check_with_real_kubeadm(&valid).unwrap();
+            let refused = check_with_real_kubeadm(&valid.replace("abcdef.", "not-a-token."))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                refused.starts_with("kubeadm refuses the configuration:")
+                    && refused.contains("not-a-token"),
+                "{refused}"
+            );
+        }
         assert_eq!(
             BootError::KubeadmRefused(String::new()).reason(),
             "InvalidBootstrapData"

@@ -161,6 +161,69 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
     );
 }
 
+/// Kubernetes 1.30 is the newest release the renderer writes kubeadm API v1beta3 for: every node's
+/// configuration is read by kubeadm 1.30 before it boots (a refusal fails the machine), the control
+/// plane grows to three members through learners and the worker joins through the endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kubernetes_1_30_cluster_boots_from_v1beta3_configurations_kubeadm_1_30_accepts() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kubeadm_api::cluster::v1beta2::Machine;
+    let cluster = "old";
+    let kcp = "old-control-plane";
+    let env = Env::start(&[]).await;
+    let mut vars = vars(cluster, 3, 1);
+    vars.insert("KUBERNETES_VERSION", "v1.30.14".into());
+    env.apply_template(&vars).await;
+    env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
+        .await;
+    let machines = Api::<Machine>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")))
+        .await
+        .unwrap();
+    let secrets = Api::<Secret>::namespaced(env.client.clone(), NS);
+    let mut kinds = BTreeSet::new();
+    for machine in &machines.items {
+        let name = machine.spec.bootstrap.data_secret_name.clone();
+        let name = name.unwrap_or_else(|| panic!("{}: no bootstrap data", machine.name_any()));
+        let secret = secrets.get(&name).await.unwrap();
+        let data = String::from_utf8(secret.data.unwrap()["value"].0.clone()).unwrap();
+        assert!(
+            data.contains("apiVersion: kubeadm.k8s.io/v1beta3")
+                && !data.contains("kubeadm.k8s.io/v1beta4"),
+            "{name}: the bootstrap data of a 1.30 machine is kubeadm API v1beta3:\n{data}"
+        );
+        for kind in ["InitConfiguration", "JoinConfiguration"] {
+            if data.contains(&format!("kind: {kind}")) {
+                kinds.insert(kind);
+            }
+        }
+    }
+    assert_eq!(kinds.len(), 2, "an init and joins were rendered: {kinds:?}");
+    let learners = env
+        .sim
+        .nodes()
+        .into_iter()
+        .filter(|n| n.control_plane && n.joined_as_learner.is_some())
+        .count();
+    assert_eq!(
+        learners, 2,
+        "every join after the init came in as a learner"
+    );
+    // The worker joined through the control-plane endpoint.
+    let deployments = Api::<MachineDeployment>::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + step_timeout();
+    loop {
+        let md = deployments.get("old-md-0").await.unwrap();
+        if md.status.as_ref().and_then(|s| s.ready_replicas) == Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "worker status: {:?}", md.status);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let pids = env.pids().into_iter().collect();
+    stop_and_check_nothing_is_left(env, pids).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_learner_that_never_starts_is_removed_and_its_machine_remediated() {
     let started = Instant::now();
