@@ -54,8 +54,21 @@ async fn etcd_learner_joins_is_promoted_and_removed_over_tls() {
         .promote(learner, Duration::from_secs(30))
         .await
         .expect("learner promoted");
-    let members = client.member_list().await.unwrap();
-    assert!(members.members().iter().all(|m| !m.is_learner()));
+    // The leader acknowledged the promotion; the member this client asks (member lists are served from
+    // its own view, not linearizably, on 3.4) applies it a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let members = client.member_list().await.unwrap();
+        if members.members().iter().all(|m| !m.is_learner()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the promoted learner is still listed as a learner: {:?}",
+            members.members()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(
         cluster.client_urls().len(),
         4,
