@@ -19,6 +19,10 @@ pub struct Sample {
     pub members: Vec<(String, bool)>,
     /// Voters whose client URL answered a status request.
     pub healthy_voters: usize,
+    /// Voters that did not answer, with what went wrong.
+    pub silent_voters: Vec<(String, String)>,
+    /// A linearizable read through the member that listed the membership succeeded: raft had a quorum.
+    pub quorum_read: bool,
 }
 
 impl Sample {
@@ -30,9 +34,11 @@ impl Sample {
         self.members.iter().filter(|(_, learner)| *learner).count()
     }
 
-    /// A majority of the voters answers.
+    /// A majority of the voters answers, or a linearizable read went through. The read is what quorum
+    /// means to raft; answering a status request is more: a just-promoted member takes part in raft a
+    /// moment before it serves clients (kubeadm promotes a learner once it has started and is in sync).
     pub fn has_quorum(&self) -> bool {
-        self.healthy_voters * 2 > self.voters()
+        self.quorum_read || self.healthy_voters * 2 > self.voters()
     }
 }
 
@@ -196,6 +202,7 @@ async fn sample(
             .filter_map(|n| n.etcd_client_url)
             .collect();
         let mut list = None;
+        let mut quorum_read = false;
         for url in &urls {
             let Some(mut client) = access.connect(url).await else {
                 continue;
@@ -204,11 +211,17 @@ async fn sample(
                 tokio::time::timeout(Duration::from_secs(2), client.member_list()).await
             {
                 list = Some(l);
+                quorum_read = matches!(
+                    tokio::time::timeout(Duration::from_secs(2), client.get("e2e-quorum", None))
+                        .await,
+                    Ok(Ok(_))
+                );
                 break;
             }
         }
         if let Some(list) = list {
             let mut healthy_voters = 0;
+            let mut silent_voters = Vec::new();
             let mut members = Vec::new();
             for m in list.members() {
                 members.push((m.name().to_owned(), m.is_learner()));
@@ -216,13 +229,19 @@ async fn sample(
                     continue;
                 }
                 let Some(url) = m.client_urls().first() else {
+                    silent_voters.push((m.name().to_owned(), "no client URL published".into()));
                     continue;
                 };
-                if let Some(mut c) = access.connect(url).await
-                    && let Ok(Ok(_)) =
-                        tokio::time::timeout(Duration::from_secs(1), c.status()).await
-                {
-                    healthy_voters += 1;
+                let answer = match access.connect(url).await {
+                    Some(mut c) => tokio::time::timeout(Duration::from_secs(1), c.status())
+                        .await
+                        .map_err(|_| "status timed out".to_owned())
+                        .and_then(|r| r.map(drop).map_err(|e| e.to_string())),
+                    None => Err(format!("{url} refused the connection")),
+                };
+                match answer {
+                    Ok(()) => healthy_voters += 1,
+                    Err(why) => silent_voters.push((m.name().to_owned(), why)),
                 }
             }
             members.sort();
@@ -236,6 +255,8 @@ async fn sample(
                 at: started.elapsed(),
                 members,
                 healthy_voters,
+                silent_voters,
+                quorum_read,
             });
         }
         tokio::time::sleep(period).await;
