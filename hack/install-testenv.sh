@@ -24,7 +24,7 @@ KUBE_VERSION="v1.20.2"
 # Bump when the build recipe changes, so machines with an older cached build rebuild.
 RECIPE="r3"
 KUBE_DIR="$CACHE_ROOT/kubernetes-$KUBE_VERSION-$RECIPE"
-APT_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init
+APT_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init iproute2
   protobuf-compiler dpkg-dev openssl ca-certificates)
 REFLECT2_FIX=/usr/share/gocode/src/github.com/modern-go/reflect2
 

@@ -81,7 +81,20 @@ impl Drop for Sim {
 
 impl Sim {
     pub fn start(client: kube::Client, options: SimOptions) -> Self {
-        let state = Arc::new(Mutex::new(State::default()));
+        let fabric = match crate::real_kubeadm::fabric() {
+            Ok(fabric) => {
+                tracing::info!(gateway = %fabric.gateway(), "nodes boot with real kubeadm in network namespaces");
+                Some(Arc::new(fabric))
+            }
+            Err(why) => {
+                tracing::info!(%why, "nodes imitate kubeadm on loopback addresses");
+                None
+            }
+        };
+        let state = Arc::new(Mutex::new(State {
+            fabric,
+            ..State::default()
+        }));
         let controller = Controller {
             client,
             options,
@@ -90,6 +103,15 @@ impl Sim {
         };
         let task = tokio::spawn(controller.run());
         Self { state, task }
+    }
+
+    /// Whether nodes run real kubeadm in network namespaces (else they imitate it on loopback addresses).
+    pub fn real_kubeadm(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fabric
+            .is_some()
     }
 
     /// A view for tasks that outlive a borrow of the simulator.
@@ -158,6 +180,9 @@ type Key = (String, String);
 #[derive(Default)]
 struct State {
     addresses: Addresses,
+    /// Where nodes get their own network namespace and run real kubeadm; `None`: loopback addresses and
+    /// kubeadm imitated (see [`crate::real_kubeadm::fabric`]).
+    fabric: Option<Arc<crate::netns::Fabric>>,
     /// By (namespace, SimCluster name).
     clusters: HashMap<Key, ClusterRuntime>,
     /// By (namespace, Machine name).
@@ -310,7 +335,13 @@ impl Controller {
                     Some(e) if !e.host.is_empty() => e.host.parse().ok(),
                     _ => None,
                 }
-                .unwrap_or_else(|| self.lock().addresses.next());
+                .unwrap_or_else(|| {
+                    let state = self.lock();
+                    match &state.fabric {
+                        Some(fabric) => fabric.gateway(),
+                        None => state.addresses.next(),
+                    }
+                });
                 let port = sc
                     .spec
                     .control_plane_endpoint
@@ -1017,7 +1048,18 @@ impl Controller {
                 c.next_join_fault = None;
             }
         }
-        let ip = self.lock().addresses.next();
+        let fabric = self.lock().fabric.clone();
+        let (ip, netns) = match fabric {
+            Some(fabric) => match fabric.node() {
+                Ok(netns) => (netns.ip(), Some(Arc::new(netns))),
+                Err(e) => {
+                    tracing::warn!(machine = %name, error = %e, "no network for the node; next pass retries");
+                    return Ok(());
+                }
+            },
+            None => (self.lock().addresses.next(), None),
+        };
+        let lb = self.lock().clusters.get(cluster_key).map(|c| c.lb.handle());
         if let Some(fault) = fault {
             self.lock()
                 .applied_faults
@@ -1031,6 +1073,8 @@ impl Controller {
             fault,
             endpoint,
             workload,
+            netns,
+            lb,
         };
         std::fs::create_dir_all(&request.dir).ok();
         tracing::info!(machine = %name, %ip, ?fault, command = ?plan.kubeadm, "booting");

@@ -2,9 +2,12 @@
 //!
 //! An infrastructure provider for the `SimCluster`/`SimMachine`/`SimMachineTemplate` kinds plus a
 //! stand-in for core Cluster API's Cluster, Machine, MachineSet and MachineDeployment controllers. A
-//! machine "boots" by reading its real bootstrap secret and doing what kubeadm would do on the node, with
-//! real etcd and kube-apiserver processes on the node's own loopback address ([`node`]). Each cluster's
-//! control-plane endpoint is a TCP load balancer in front of the live nodes' API servers ([`network`]).
+//! machine boots by reading its real bootstrap secret ([`node`]). Where the current kubeadm is built and
+//! network namespaces can be created, each node gets a namespace of its own ([`netns`]) and runs real
+//! kubeadm's phases, then etcd and kube-apiserver from the manifests kubeadm wrote ([`real_kubeadm`],
+//! [`kubelet`]); otherwise (the fallback releases, or `SIM_KUBEADM=imitate`) the node imitates kubeadm
+//! with the same real processes on a loopback address of its own. Each cluster's control-plane endpoint
+//! is a TCP load balancer in front of the live nodes' API servers ([`network`]).
 //! Faults are injected by annotation ([`faults`]). Dropping a [`Sim`] stops every process it started.
 
 pub mod api;
@@ -12,7 +15,10 @@ pub mod cloud_config;
 pub mod controller;
 pub mod faults;
 pub mod kubeadm_config;
+pub mod kubelet;
+pub mod netns;
 pub mod network;
 pub mod node;
+pub mod real_kubeadm;
 
 pub use controller::{NodeInfo, Sim, SimOptions, SimView};

@@ -47,6 +47,19 @@ pub fn port_on(ip: Ipv4Addr, preferred: u16) -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 
+/// A handle on a load balancer's backends, for a node that joins it while it boots.
+#[derive(Clone, Debug)]
+pub struct Backends(Arc<Mutex<Vec<SocketAddr>>>);
+
+impl Backends {
+    pub fn add(&self, backend: SocketAddr) {
+        let mut backends = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !backends.contains(&backend) {
+            backends.push(backend);
+        }
+    }
+}
+
 /// A TCP load balancer: connections to its address go to the first backend that accepts, starting with
 /// the next one after the last used.
 pub struct LoadBalancer {
@@ -82,10 +95,11 @@ impl LoadBalancer {
     }
 
     pub fn add_backend(&self, backend: SocketAddr) {
-        let mut backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
-        if !backends.contains(&backend) {
-            backends.push(backend);
-        }
+        self.handle().add(backend);
+    }
+
+    pub fn handle(&self) -> Backends {
+        Backends(self.backends.clone())
     }
 
     pub fn remove_backend(&self, backend: SocketAddr) {

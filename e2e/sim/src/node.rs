@@ -1,8 +1,10 @@
-//! A simulated node doing what kubeadm does on it, with real processes on the node's own loopback
-//! address: `init` starts a one-member etcd and kube-apiserver and uploads the cluster configuration; a
-//! control-plane `join` adds its etcd member as a learner, starts it, promotes it once in sync, then starts
-//! its kube-apiserver; every node registers its Node, and control-plane nodes the mirror pods of their
-//! static pods with kubeadm's and the patches' annotations. Dropping a [`Node`] stops its processes.
+//! A simulated node: real kubeadm in the node's network namespace where the simulator has one
+//! ([`crate::real_kubeadm`]); otherwise the node does what kubeadm does on it, with real processes on
+//! the node's own loopback address: `init` starts a one-member etcd and kube-apiserver and uploads the
+//! cluster configuration; a control-plane `join` adds its etcd member as a learner, starts it, promotes
+//! it once in sync, then starts its kube-apiserver; every node registers its Node, and control-plane
+//! nodes the mirror pods of their static pods with kubeadm's and the patches' annotations. Dropping a
+//! [`Node`] stops its processes.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -17,9 +19,13 @@ use serde_json::json;
 use testenv::pki::{Ca, CertPair, Usage};
 use testenv::process::Process;
 
+use std::sync::Arc;
+
 use crate::cloud_config::{BootPlan, KubeadmCommand};
 use crate::faults::Fault;
 use crate::kubeadm_config::{self, ClusterFacts, InstanceData, NodeFacts};
+use crate::netns::NodeNetns;
+use crate::network::Backends;
 
 const PKI: &str = "/etc/kubernetes/pki";
 /// kubeadm's default when `localAPIEndpoint.bindPort` is not set.
@@ -61,6 +67,8 @@ pub enum BootError {
     #[error("kubeadm refuses the configuration: {0}")]
     KubeadmRefused(String),
     #[error("{0}")]
+    Kubeadm(String),
+    #[error("{0}")]
     Io(String),
 }
 
@@ -77,6 +85,7 @@ impl BootError {
             BootError::ApiServer(_) => "APIServerFailed",
             BootError::Workload(_) => "WorkloadClusterUnreachable",
             BootError::Crashed => "NodeCrashed",
+            BootError::Kubeadm(_) => "KubeadmFailed",
             BootError::Io(_) => "NodeIOError",
         }
     }
@@ -93,6 +102,12 @@ pub struct BootRequest {
     pub endpoint: String,
     /// A cluster-admin client through the endpoint, once the cluster is initialized.
     pub workload: Option<kube::Client>,
+    /// The node's own network namespace (its address is `ip`): the node runs real kubeadm
+    /// ([`crate::real_kubeadm`]). Without one, the node lives on a loopback address and imitates kubeadm.
+    pub netns: Option<Arc<NodeNetns>>,
+    /// The cluster's load balancer, which a first control-plane node joins before kubeadm talks to the
+    /// control-plane endpoint.
+    pub lb: Option<Backends>,
 }
 
 impl BootRequest {
@@ -120,8 +135,14 @@ pub struct Node {
     pub joined_as_learner: Option<u64>,
     /// From the init node: the cluster CA (certificate, key) the simulator mints its admin client from.
     pub cluster_ca: Option<(String, String)>,
-    etcd: Option<Process>,
-    apiserver: Option<Process>,
+    pub(crate) etcd: Option<Process>,
+    pub(crate) apiserver: Option<Process>,
+    /// Removed once the processes are stopped (fields drop after [`Drop::drop`]).
+    #[expect(
+        dead_code,
+        reason = "held so that the namespace outlives the node's processes"
+    )]
+    pub(crate) netns: Option<Arc<NodeNetns>>,
 }
 
 impl Node {
@@ -187,6 +208,9 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
         Some(dir) => kubeadm_config::patch_annotations(&plan.files, dir)?,
         None => BTreeMap::new(),
     };
+    if init && let Some(netns) = req.netns.as_deref() {
+        return crate::real_kubeadm::init(req, plan, &facts, netns, &rootfs).await;
+    }
     if init {
         let cluster =
             docs.get("ClusterConfiguration")
@@ -218,6 +242,11 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
         ),
     })?;
     check_token(&workload, &facts).await?;
+    if facts.control_plane
+        && let Some(netns) = req.netns.as_deref()
+    {
+        return crate::real_kubeadm::join(req, plan, &facts, netns, &rootfs, &workload).await;
+    }
     if facts.control_plane {
         let raw = uploaded_cluster_configuration(&workload).await?;
         let value: serde_json::Value =
@@ -248,6 +277,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
             cluster_ca: None,
             etcd: None,
             apiserver: None,
+            netns: req.netns.clone(),
         })
     }
 }
@@ -481,6 +511,7 @@ async fn control_plane(
         cluster_ca: Some((ca_cert, ca_key)),
         etcd: Some(etcd),
         apiserver: Some(apiserver),
+        netns: req.netns.clone(),
     })
 }
 
@@ -545,6 +576,15 @@ fn write_pair(pki: &Path, stem: &str, pair: &CertPair) -> Result<(), BootError> 
     Ok(())
 }
 
+/// The simulator's own etcd client: a certificate it signs with the etcd CA of the bootstrap data.
+pub(crate) fn etcd_access(plan: &BootPlan) -> Result<EtcdAccess, BootError> {
+    let etcd_ca = ca(plan, "etcd/ca")?;
+    Ok(EtcdAccess {
+        ca_pem: plan.file(&format!("{PKI}/etcd/ca.crt"))?.to_owned(),
+        client: issue(&etcd_ca, "sim-etcd-client", None, &[], Usage::Client)?,
+    })
+}
+
 /// A client certificate signed by the etcd CA, and that CA.
 pub struct EtcdAccess {
     pub ca_pem: String,
@@ -573,7 +613,7 @@ impl EtcdAccess {
 }
 
 /// The client URLs the etcd pods announce (KEP-2506), which is how kubeadm finds the members.
-async fn etcd_urls_from_pods(workload: &kube::Client) -> Result<Vec<String>, BootError> {
+pub(crate) async fn etcd_urls_from_pods(workload: &kube::Client) -> Result<Vec<String>, BootError> {
     let pods: Api<Pod> = Api::namespaced(workload.clone(), "kube-system");
     let list = pods
         .list(&ListParams::default().labels("component=etcd"))
@@ -670,7 +710,7 @@ async fn add_learner(
     }
 }
 
-async fn wait_etcd_ready(
+pub(crate) async fn wait_etcd_ready(
     access: &EtcdAccess,
     url: &str,
     process: &mut Process,
@@ -722,7 +762,7 @@ async fn promote(access: &EtcdAccess, voters: &[String], id: u64) -> Result<(), 
     )))
 }
 
-async fn wait_api_server_ready(
+pub(crate) async fn wait_api_server_ready(
     client: &kube::Client,
     process: &mut Process,
 ) -> Result<(), BootError> {
@@ -840,7 +880,7 @@ fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
-async fn register_node(
+pub(crate) async fn register_node(
     client: &kube::Client,
     req: &BootRequest,
     name: &str,

@@ -141,7 +141,7 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
-pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
+pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")

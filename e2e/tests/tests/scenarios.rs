@@ -42,6 +42,98 @@ async fn control_plane_machine_names(env: &Env, cluster: &str) -> Vec<String> {
         .collect()
 }
 
+/// Nodes imitate kubeadm because that was asked for: `SIM_KUBEADM=imitate` or the fallback releases.
+fn imitation_asked() -> bool {
+    std::env::var("SIM_KUBEADM").is_ok_and(|v| v == "imitate")
+        || std::env::var("TESTENV_MANAGEMENT").is_ok_and(|v| v == "legacy")
+}
+
+/// Every control-plane node runs etcd and kube-apiserver from the manifests kubeadm wrote: their mirror
+/// pods in the workload cluster carry kubeadm's KEP-2506 annotations and our patches' machine annotation,
+/// and each running process has the command line of its manifest (paths under the node's root folder).
+async fn assert_static_pods_come_from_kubeadm(env: &Env, cluster: &str) {
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    use kubeadm_controlplane::endpoints::MACHINE_ANNOTATION;
+    assert!(
+        env.sim.real_kubeadm(),
+        "the nodes imitate kubeadm: this machine cannot create network namespaces or the current \
+         kubeadm is not built (the simulator's log says which)"
+    );
+    let kubeconfig = Api::<Secret>::namespaced(env.client.clone(), NS)
+        .get(&format!("{cluster}-kubeconfig"))
+        .await
+        .unwrap();
+    let kubeconfig = String::from_utf8(kubeconfig.data.unwrap()["value"].0.clone()).unwrap();
+    let workload = testenv::apiserver::client_from_kubeconfig(&kubeconfig)
+        .await
+        .unwrap();
+    let pods = Api::<Pod>::namespaced(workload, "kube-system");
+    let machines = control_plane_machine_names(env, cluster).await;
+    let nodes: Vec<_> = env
+        .sim
+        .nodes()
+        .into_iter()
+        .filter(|n| n.control_plane && machines.contains(&n.machine))
+        .collect();
+    assert_eq!(
+        nodes.len(),
+        machines.len(),
+        "every control-plane machine runs"
+    );
+    for node in nodes {
+        for (component, kubeadm_annotation, flag) in [
+            (
+                "etcd",
+                "kubeadm.kubernetes.io/etcd.advertise-client-urls",
+                "--advertise-client-urls",
+            ),
+            (
+                "kube-apiserver",
+                "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint",
+                "--advertise-address",
+            ),
+        ] {
+            let pod = pods
+                .get(&format!("{component}-{}", node.node))
+                .await
+                .unwrap();
+            let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+            let announced = annotations
+                .get(kubeadm_annotation)
+                .unwrap_or_else(|| panic!("{component} of {}: no {kubeadm_annotation}", node.node));
+            assert_eq!(
+                annotations.get(MACHINE_ANNOTATION),
+                Some(&node.machine),
+                "{component} of {}: our patch's annotation",
+                node.node
+            );
+            let command = pod.spec.unwrap().containers[0].command.clone().unwrap();
+            assert_eq!(command[0], component, "{component}: kubeadm's command");
+            // The process runs the manifest's flags (the advertised address is in both).
+            let address = announced
+                .trim_start_matches("https://")
+                .rsplit_once(':')
+                .unwrap()
+                .0
+                .to_owned();
+            let running = node.pids.iter().any(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                cmdline.contains(&format!("{flag}="))
+                    && cmdline.contains(&address)
+                    && command
+                        .iter()
+                        .any(|c| c.starts_with(flag) && cmdline.contains(c.as_str()))
+            });
+            assert!(
+                running,
+                "{component} of {} runs its manifest's {flag}",
+                node.node
+            );
+        }
+    }
+}
+
 /// Every sample kept a majority of voters answering and had at most one learner.
 fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
     let samples = watch.samples();
@@ -49,11 +141,12 @@ fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
     for s in &samples {
         assert!(
             s.has_quorum(),
-            "{what}: at {:?} only {} of {} voters answered: {:?}",
+            "{what}: at {:?} only {} of {} voters answered: {:?}, silent: {:?}",
             s.at,
             s.healthy_voters,
             s.voters(),
-            s.members
+            s.members,
+            s.silent_voters
         );
         assert!(
             s.learners() <= 1,
@@ -129,6 +222,9 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
         println!("{what}: {:.1?}", step.elapsed());
     }
     let samples = assert_membership_was_safe(&watch, "1 → 3 → 5 → 3");
+    if !imitation_asked() {
+        assert_static_pods_come_from_kubeadm(&env, cluster).await;
+    }
     let learners = joined_as_learner.values().filter(|id| id.is_some()).count();
     assert_eq!(
         joined_as_learner.len(),
@@ -199,6 +295,9 @@ async fn a_kubernetes_1_30_cluster_boots_from_v1beta3_configurations_kubeadm_1_3
         }
     }
     assert_eq!(kinds.len(), 2, "an init and joins were rendered: {kinds:?}");
+    if !imitation_asked() {
+        assert_static_pods_come_from_kubeadm(&env, cluster).await;
+    }
     let learners = env
         .sim
         .nodes()
