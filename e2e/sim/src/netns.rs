@@ -175,16 +175,6 @@ impl Drop for NodeNetns {
     }
 }
 
-/// Whether this machine lets the simulator create namespaces (root and iproute2).
-pub fn available() -> bool {
-    let probe = format!("{PREFIX}-probe-{}", std::process::id());
-    let ok = ip(&["netns", "add", &probe]).is_ok();
-    if ok {
-        let _ = ip(&["netns", "del", &probe]);
-    }
-    ok
-}
-
 /// Whether veths of subnet `index` are still there: a namespace outlives its deletion while the kernel
 /// still holds its sockets (connections of the killed processes), and its veth pair with it.
 fn veths_left(index: u32) -> bool {
@@ -220,6 +210,16 @@ fn remove_orphaned_namespaces() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether this machine lets the simulator create namespaces (root and iproute2).
+    fn available() -> bool {
+        let probe = format!("{PREFIX}-probe-{}", std::process::id());
+        let ok = ip(&["netns", "add", &probe]).is_ok();
+        if ok {
+            let _ = ip(&["netns", "del", &probe]);
+        }
+        ok
+    }
 
     #[test]
     fn nodes_reach_the_gateway_from_their_own_address_and_leave_nothing_behind() {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, ConnectOptions, Identity, MemberAddOptions, TlsOptions};
@@ -18,8 +19,6 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::pki::{Ca, CertPair, Usage};
 use testenv::process::Process;
-
-use std::sync::Arc;
 
 use crate::cloud_config::{BootPlan, KubeadmCommand};
 use crate::faults::Fault;
@@ -204,10 +203,6 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
     let docs = kubeadm_config::documents(&config_path, plan.kubeadm_config()?)?;
     let init = matches!(plan.kubeadm, KubeadmCommand::Init { .. });
     let facts = kubeadm_config::node_facts(&config_path, &docs, init)?;
-    let annotations = match &facts.patches_dir {
-        Some(dir) => kubeadm_config::patch_annotations(&plan.files, dir)?,
-        None => BTreeMap::new(),
-    };
     if init && let Some(netns) = req.netns.as_deref() {
         return crate::real_kubeadm::init(req, plan, &facts, netns, &rootfs).await;
     }
@@ -223,16 +218,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
             .raw("ClusterConfiguration")
             .unwrap_or_default()
             .to_owned();
-        return control_plane(
-            req,
-            plan,
-            &rootfs,
-            &facts,
-            &cluster_facts,
-            Some(raw),
-            &annotations,
-        )
-        .await;
+        return control_plane(req, plan, &rootfs, &facts, &cluster_facts, Some(raw)).await;
     }
     let workload = req.workload.clone().ok_or(BootError::Join {
         what: "discovery",
@@ -255,16 +241,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
                 reason: format!("ClusterConfiguration is not valid YAML: {e}"),
             })?;
         let cluster_facts = kubeadm_config::cluster_facts(&value);
-        control_plane(
-            req,
-            plan,
-            &rootfs,
-            &facts,
-            &cluster_facts,
-            None,
-            &annotations,
-        )
-        .await
+        control_plane(req, plan, &rootfs, &facts, &cluster_facts, None).await
     } else {
         register_node(&workload, req, &facts.node_name, false).await?;
         Ok(Node {
@@ -290,8 +267,12 @@ async fn control_plane(
     facts: &NodeFacts,
     cluster: &ClusterFacts,
     upload: Option<String>,
-    annotations: &BTreeMap<&'static str, BTreeMap<String, String>>,
 ) -> Result<Node, BootError> {
+    // What kubeadm's patches would add to the static pods' mirror pods.
+    let annotations = match &facts.patches_dir {
+        Some(dir) => kubeadm_config::patch_annotations(&plan.files, dir)?,
+        None => BTreeMap::new(),
+    };
     let pki = rootfs.join(PKI.trim_start_matches('/'));
     let cluster_ca = ca(plan, "ca")?;
     let etcd_ca = ca(plan, "etcd/ca")?;
@@ -500,7 +481,14 @@ async fn control_plane(
     }
     register_node(&local, req, name, true).await?;
     let etcd_url_annotation = client_url.clone();
-    register_static_pods(&local, name, api_address, &etcd_url_annotation, annotations).await?;
+    register_static_pods(
+        &local,
+        name,
+        api_address,
+        &etcd_url_annotation,
+        &annotations,
+    )
+    .await?;
     Ok(Node {
         name: name.clone(),
         ip: req.ip,

@@ -72,26 +72,30 @@ struct Kubeadm<'a> {
 impl<'a> Kubeadm<'a> {
     fn new(
         req: &'a BootRequest,
+        plan: &'a BootPlan,
         netns: &'a NodeNetns,
         rootfs: &'a Path,
-        config: &'a str,
     ) -> Result<Self, BootError> {
-        let v1beta3 = std::fs::read_to_string(rootfs.join(config.trim_start_matches('/')))
-            .is_ok_and(|c| c.contains("kubeadm.k8s.io/v1beta3"));
-        let binary = if v1beta3 {
-            testenv::binaries::kubeadm_v1beta3()
-        } else {
-            testenv::binaries::kubeadm_current()
-        }
-        .map_err(|e| BootError::Kubeadm(e.to_string()))?;
+        let text = plan.kubeadm_config()?;
+        let binary =
+            testenv::kubeadm::kubeadm_for(text).map_err(|e| BootError::Kubeadm(e.to_string()))?;
         Ok(Self {
             binary,
-            v1beta3,
+            v1beta3: testenv::kubeadm::is_v1beta3(text),
             netns,
             rootfs,
-            config,
+            config: plan.kubeadm.config_path(),
             log: req.dir.join("kubeadm.log"),
         })
+    }
+
+    /// Runs `kubeadm init phase P…` for each phase `P…`, in order.
+    async fn init_phases(&self, phases: &[&[&str]]) -> Result<(), BootError> {
+        for phase in phases {
+            let args: Vec<&str> = ["init", "phase"].iter().chain(*phase).copied().collect();
+            self.run(&args).await?;
+        }
+        Ok(())
     }
 
     fn command(&self, args: &[&str]) -> Result<tokio::process::Command, BootError> {
@@ -169,16 +173,15 @@ pub async fn init(
     netns: &NodeNetns,
     rootfs: &Path,
 ) -> Result<Node, BootError> {
-    let kubeadm = Kubeadm::new(req, netns, rootfs, plan.kubeadm.config_path())?;
-    for phase in [
-        &["certs", "all"][..],
-        &["kubeconfig", "all"],
-        &["etcd", "local"],
-        &["control-plane", "all"],
-    ] {
-        let args: Vec<&str> = ["init", "phase"].iter().chain(phase).copied().collect();
-        kubeadm.run(&args).await?;
-    }
+    let kubeadm = Kubeadm::new(req, plan, netns, rootfs)?;
+    kubeadm
+        .init_phases(&[
+            &["certs", "all"],
+            &["kubeconfig", "all"],
+            &["etcd", "local"],
+            &["control-plane", "all"],
+        ])
+        .await?;
     let mut pods = StaticPods::new(rootfs, &req.dir);
     let binaries = testenv::binaries::management().map_err(|e| BootError::Etcd(e.to_string()))?;
     let ip = netns.ip();
@@ -200,14 +203,13 @@ pub async fn init(
     }
     // The kubelet registers the Node before `upload-config` (kubeadm 1.30 annotates it there).
     node::register_node(&local, req, &facts.node_name, true).await?;
-    for phase in [
-        &["upload-config", "all"][..],
-        &["mark-control-plane"],
-        &["bootstrap-token"],
-    ] {
-        let args: Vec<&str> = ["init", "phase"].iter().chain(phase).copied().collect();
-        kubeadm.run(&args).await?;
-    }
+    kubeadm
+        .init_phases(&[
+            &["upload-config", "all"],
+            &["mark-control-plane"],
+            &["bootstrap-token"],
+        ])
+        .await?;
     pods.register_mirror_pods(&local, &facts.node_name).await?;
     finish(req, plan, facts, pods, api_server, client_url, None)
 }
@@ -222,7 +224,7 @@ pub async fn join(
     workload: &kube::Client,
 ) -> Result<Node, BootError> {
     sign_cluster_info(workload).await?;
-    let kubeadm = Kubeadm::new(req, netns, rootfs, plan.kubeadm.config_path())?;
+    let kubeadm = Kubeadm::new(req, plan, netns, rootfs)?;
     kubeadm
         .run(&["join", "phase", "control-plane-prepare", "all"])
         .await?;

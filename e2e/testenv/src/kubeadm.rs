@@ -37,6 +37,20 @@ pub fn as_on_the_node(config: &str) -> String {
     }
 }
 
+/// Whether `config` is in kubeadm API v1beta3 (written for Kubernetes < 1.31).
+pub fn is_v1beta3(config: &str) -> bool {
+    config.contains("kubeadm.k8s.io/v1beta3")
+}
+
+/// The kubeadm that reads `config`: kubeadm 1.30 for v1beta3, the current release otherwise.
+pub fn kubeadm_for(config: &str) -> Result<std::path::PathBuf, crate::Error> {
+    if is_v1beta3(config) {
+        binaries::kubeadm_v1beta3()
+    } else {
+        binaries::kubeadm_current()
+    }
+}
+
 /// Runs `kubeadm config validate` on `config` (after [`as_on_the_node`]) with the kubeadm of its API
 /// version (see the module documentation): `Err` with kubeadm's answer when it refuses the configuration.
 pub fn validate_config(config: &str) -> Result<(), String> {
@@ -47,12 +61,7 @@ pub fn validate_config(config: &str) -> Result<(), String> {
 /// writes them before kubeadm runs: kubeadm checks that a discovery kubeconfig exists, for one. They
 /// are written into a scratch folder and their paths in `config` pointed there.
 pub fn validate_config_with_files(config: &str, files: &[(&str, &str)]) -> Result<(), String> {
-    let kubeadm = if config.contains("kubeadm.k8s.io/v1beta3") {
-        binaries::kubeadm_v1beta3()
-    } else {
-        binaries::kubeadm_current()
-    }
-    .map_err(|e| e.to_string())?;
+    let kubeadm = kubeadm_for(config).map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut config = as_on_the_node(config);
     for (i, (path, content)) in files.iter().enumerate() {
