@@ -396,16 +396,23 @@ async fn kubeadm_init_uploaded_config(client: &kube::Client) {
 pub async fn connect_running(
     etcd: &tokio::sync::Mutex<Option<EtcdCluster>>,
 ) -> Option<etcd_client::Client> {
-    let cluster = etcd.lock().await;
-    let cluster = cluster.as_ref()?;
-    let urls: Vec<String> = cluster
-        .members()
-        .iter()
-        .filter(|m| m.pid().is_some())
-        .map(|m| m.client_url.clone())
-        .collect();
-    tokio::time::timeout(Duration::from_secs(2), cluster.connect(&urls))
-        .await
-        .ok()?
-        .ok()
+    // Not held while connecting: a member start holds the cluster for as long as the learner takes.
+    let (urls, options) = {
+        let cluster = etcd.lock().await;
+        let cluster = cluster.as_ref()?;
+        let urls: Vec<String> = cluster
+            .members()
+            .iter()
+            .filter(|m| m.pid().is_some())
+            .map(|m| m.client_url.clone())
+            .collect();
+        (urls, cluster.connect_options())
+    };
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        etcd_client::Client::connect(&urls, Some(options)),
+    )
+    .await
+    .ok()?
+    .ok()
 }

@@ -303,6 +303,12 @@ impl EtcdCluster {
 
     /// A client for the given endpoints with the cluster's client certificate.
     pub async fn connect(&self, endpoints: &[String]) -> Result<Client> {
+        Ok(Client::connect(endpoints, Some(self.connect_options())).await?)
+    }
+
+    /// How [`connect`](Self::connect) reaches the members (timeouts, TLS client identity), for a caller
+    /// that connects without holding the cluster.
+    pub fn connect_options(&self) -> ConnectOptions {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_timeout(Duration::from_secs(5));
@@ -317,7 +323,7 @@ impl EtcdCluster {
                     .domain_name("localhost"),
             );
         }
-        Ok(Client::connect(endpoints, Some(options)).await?)
+        options
     }
 
     /// A client for every running voting member. Learners are left out: they refuse most requests
