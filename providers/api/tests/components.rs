@@ -402,7 +402,7 @@ fn settings_are_clusterctl_variables_with_defaults() {
             container.image.as_deref(),
             Some(
                 format!(
-                    "${{KUBEADM_PROVIDERS_IMAGE:=kubeadm-providers:{}}}",
+                    "${{KUBEADM_PROVIDERS_IMAGE:=docker.io/library/kubeadm-providers:{}}}",
                     components::version()
                 )
                 .as_str()

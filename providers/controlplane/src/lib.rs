@@ -21,6 +21,7 @@ pub mod etcd_maintenance;
 pub mod etcd_membership;
 pub mod generation;
 pub mod kubeconfig;
+pub mod machine_conditions;
 pub mod machines;
 pub mod plan;
 pub mod preflight;

@@ -246,9 +246,17 @@ async fn a_joining_learner_is_promoted_as_soon_as_it_is_in_sync(release: EtcdRel
     assert_eq!(promoted_id, learner_id);
     println!("measured: 3 voters + learner: learner listed → promoted in {promoted_after:?}");
 
+    // The promotion is committed by the voters; the member itself applies it a moment later.
     let learner_url = client_url_of(&f.cluster, learner_id);
-    let status = f.etcd.status(&learner_url).await.unwrap();
-    assert!(!status.is_learner);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let status = f.etcd.status(&learner_url).await.unwrap();
+        if !status.is_learner || Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.is_learner, "the member applies its own promotion");
     assert_eq!(status.id, learner_id);
     let members = f.etcd.member_list(&learner_url).await.unwrap();
     assert_eq!(members.len(), 4);

@@ -34,11 +34,13 @@ fn variable(name: &str, default: &str) -> String {
     format!("${{{name}:={default}}}")
 }
 
-/// The image reference in the Deployment: `${KUBEADM_PROVIDERS_IMAGE:=kubeadm-providers:v<version>}`.
+/// The image reference in the Deployment:
+/// `${KUBEADM_PROVIDERS_IMAGE:=docker.io/library/kubeadm-providers:v<version>}`, the canonical form of the
+/// tag `make image` builds (clusterctl refuses a reference without its registry).
 pub fn image() -> String {
     variable(
         IMAGE_VARIABLE,
-        &format!("kubeadm-providers:{}", super::version()),
+        &format!("docker.io/library/kubeadm-providers:{}", super::version()),
     )
 }
 

@@ -25,12 +25,14 @@ use super::{Context, Error, owner_reference};
 use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
 use crate::endpoints::MachinePods;
 use crate::etcd_membership::REMEDIATE_MACHINE_ANNOTATION;
+use crate::machine_conditions::{self, NodeRole};
 use crate::machines::{
     CERTIFICATES_EXPIRY_ANNOTATION, CLEANUP_HOOK_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION,
     CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine,
     DELETE_MACHINE_ANNOTATION,
 };
 use crate::remediation;
+use crate::up_to_date::Outdated;
 
 const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
 
@@ -45,6 +47,9 @@ pub(super) struct Gathered {
     pub infrastructure: BTreeMap<String, (ApiResource, DynamicObject)>,
     /// What the workload cluster's static pods show per machine (empty until it is reachable).
     pub pods: BTreeMap<String, MachinePods>,
+    /// kubeadm's role label and taint on the workload cluster's control-plane Nodes, by Node name;
+    /// `None` until the workload cluster answered.
+    pub nodes: Option<BTreeMap<String, NodeRole>>,
 }
 
 pub(super) fn owned_by(machine: &Machine, kcp: &KubeadmControlPlane) -> bool {
@@ -126,6 +131,7 @@ pub(super) async fn gather(
         configs,
         infrastructure,
         pods: BTreeMap::new(),
+        nodes: None,
     })
 }
 
@@ -399,7 +405,10 @@ pub(super) async fn create(
             },
             version: Some(desired.version.clone()),
             failure_domain,
-            readiness_gates: template_spec.readiness_gates.clone(),
+            readiness_gates: machine_conditions::readiness_gates(
+                &template_spec.readiness_gates,
+                desired.external_etcd,
+            ),
             deletion: template_spec.deletion.as_ref().map(deletion_spec),
             taints: template_spec.taints.clone(),
             ..Default::default()
@@ -572,9 +581,10 @@ pub(super) async fn delete(ctx: &Context, namespace: &str, name: &str) -> Result
     Ok(())
 }
 
-/// Brings `machineTemplate.metadata` and the deletion timeouts to existing machines without replacing them:
-/// labels and annotations on the Machine, its KubeadmConfig and its infrastructure machine, timeouts on the
-/// Machine. Server-side apply, and only when something differs.
+/// Brings `machineTemplate.metadata`, the deletion timeouts and the readiness gates to existing machines
+/// without replacing them: labels and annotations on the Machine, its KubeadmConfig and its
+/// infrastructure machine, timeouts and gates on the Machine. Server-side apply, and only when something
+/// differs.
 pub(super) async fn propagate_in_place(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
@@ -595,6 +605,10 @@ pub(super) async fn propagate_in_place(
         .deletion
         .as_ref()
         .map(deletion_spec);
+    let gates = machine_conditions::readiness_gates(
+        &kcp.spec.machine_template.spec.readiness_gates,
+        desired.external_etcd,
+    );
     let params = PatchParams::apply(crate::FIELD_MANAGER).force();
     for (name, machine) in &gathered.objects {
         if machine.meta().deletion_timestamp.is_some() {
@@ -616,12 +630,16 @@ pub(super) async fn propagate_in_place(
             "annotations": template_meta.annotations,
         });
         let deletion_current = deletion.is_none() || machine.spec.deletion == deletion;
+        let gates_current = gates
+            .iter()
+            .all(|g| machine.spec.readiness_gates.contains(g));
         // With stacked etcd every machine carries the cleanup hook (adopted ones too); it is part of what
         // is applied, so that applying the template's metadata never drops it.
         let hook_missing =
             !desired.external_etcd && !machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION);
         if !metadata_current(machine.labels(), machine.annotations())
             || !deletion_current
+            || !gates_current
             || hook_missing
         {
             let mut machine_meta = meta_patch.clone();
@@ -633,8 +651,9 @@ pub(super) async fn propagate_in_place(
                 "kind": "Machine",
                 "metadata": machine_meta,
             });
+            patch["spec"] = json!({ "readinessGates": gates });
             if let Some(deletion) = &deletion {
-                patch["spec"] = json!({ "deletion": deletion });
+                patch["spec"]["deletion"] = json!(deletion);
             }
             Api::<Machine>::namespaced(ctx.client.clone(), &namespace)
                 .patch(name, &params, &Patch::Apply(&patch))
@@ -668,44 +687,84 @@ pub(super) async fn propagate_in_place(
     Ok(())
 }
 
-/// Writes the pod-health conditions Cluster API's control-plane provider reports on each Machine
-/// (`APIServerPodHealthy`, …, `EtcdPodHealthy`), for machines whose pods were looked at, and only when a
-/// condition changed.
+/// Writes the conditions Cluster API's control-plane provider reports on each Machine it owns, only when
+/// one changed: its pods' health (`APIServerPodHealthy`, …, `EtcdPodHealthy`) and its etcd member's, for
+/// machines whose pods were looked at; `NodeKubeadmLabelsAndTaintsSet` once the Node was looked at; and
+/// `UpToDate` with the reasons in `outdated` (see [`crate::plan::partition`]).
 pub(super) async fn report_health(
     ctx: &Context,
     namespace: &str,
     gathered: &Gathered,
+    outdated: &BTreeMap<String, Vec<Outdated>>,
 ) -> Result<(), Error> {
     use crate::machines::Health;
+    use kubeadm_api::meta::set_condition;
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
-    for (name, view) in &gathered.pods {
-        let Some(machine) = gathered.objects.get(name) else {
+    for (name, machine) in &gathered.objects {
+        if machine.meta().deletion_timestamp.is_some() {
             continue;
-        };
+        }
         let mut conditions = machine
             .status
             .as_ref()
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
         let before = conditions.clone();
-        let member = view.member.iter().map(|h| ("EtcdMemberHealthy", h));
-        let pods = view.components.iter().map(|(c, h)| (c.condition(), h));
-        for (condition, health) in pods.chain(member) {
-            let (status, reason, message) = match health {
-                Health::Healthy => ("True", "Healthy", ""),
-                Health::Unhealthy(m) => ("False", "Unhealthy", m.as_str()),
-                Health::Unknown(m) => ("Unknown", "InspectionFailed", m.as_str()),
-                Health::NotChecked => continue,
-            };
-            kubeadm_api::meta::set_condition(
+        if let Some(view) = gathered.pods.get(name) {
+            let member = view
+                .member
+                .iter()
+                .map(|h| (machine_conditions::ETCD_MEMBER_HEALTHY, h));
+            let pods = view.components.iter().map(|(c, h)| (c.condition(), h));
+            for (condition, health) in pods.chain(member) {
+                let (status, reason, message) = match health {
+                    Health::Healthy => ("True", "Healthy", ""),
+                    Health::Unhealthy(m) => ("False", "Unhealthy", m.as_str()),
+                    Health::Unknown(m) => ("Unknown", "InspectionFailed", m.as_str()),
+                    Health::NotChecked => continue,
+                };
+                set_condition(&mut conditions, condition, status, reason, message, None);
+            }
+        }
+        let status = machine.status.as_ref();
+        if let (Some(node), Some(nodes)) = (
+            status.and_then(|s| s.node_ref.as_ref()),
+            gathered.nodes.as_ref(),
+        ) {
+            let expected = machine_conditions::control_plane_taint_expected(
+                &machine.spec.taints,
+                gathered.configs.get(name).map(|c| &c.spec),
+            );
+            let value = machine_conditions::labels_and_taints(
+                &node.name,
+                nodes.get(&node.name).copied(),
+                expected,
+            );
+            set_condition(
                 &mut conditions,
-                condition,
-                status,
-                reason,
-                message,
+                machine_conditions::NODE_KUBEADM_LABELS_AND_TAINTS_SET,
+                value.status,
+                value.reason,
+                &value.message,
                 None,
             );
         }
+        let kubelet = status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.kubelet_version.as_str());
+        let value = machine_conditions::up_to_date(
+            outdated.get(name).map(Vec::as_slice).unwrap_or_default(),
+            kubelet,
+            machine.spec.version.as_deref(),
+        );
+        set_condition(
+            &mut conditions,
+            machine_conditions::UP_TO_DATE,
+            value.status,
+            value.reason,
+            &value.message,
+            None,
+        );
         if conditions == before {
             continue;
         }

@@ -464,10 +464,10 @@ async fn apply(
         // The members' own health (alarms, refused certificates) joins what the etcd pods said.
         report.health(&gathered.machines, desired.external_etcd);
     }
-    machines::report_health(ctx, &namespace, &gathered).await?;
+    let (outdated_now, up_to_date_now) = plan::partition(&desired, &gathered.machines, now);
+    machines::report_health(ctx, &namespace, &gathered, &outdated_now).await?;
 
     // Membership changes come first: they finish what an earlier step started (a join, a deletion).
-    let (_, up_to_date_now) = plan::partition(&desired, &gathered.machines, now);
     let etcd_machines = etcd::planner_machines(&gathered.machines, &up_to_date_now);
     let mut etcd_refuses_member = None;
     let mut etcd_action = None;
@@ -946,7 +946,7 @@ async fn observe_workload(
         let client = ctx.workload.get(&ctx.client, &namespace, cluster).await?;
         let initialized = report.initialized() || workload::initialized(&client).await?;
         if !initialized {
-            return Ok((false, BTreeMap::new()));
+            return Ok((false, BTreeMap::new(), None));
         }
         if workload::remove_cluster_status(&client).await? {
             let note = "removed the leftover ClusterStatus from kube-system/kubeadm-config; \
@@ -954,10 +954,11 @@ async fn observe_workload(
             publish(ctx, kcp, EventType::Normal, "ClusterStatusRemoved", note).await;
         }
         let pods = workload::machine_pods(&client, &gathered.machines).await?;
-        Ok::<_, workload::Unreachable>((true, pods))
+        let nodes = workload::control_plane_nodes(&client).await?;
+        Ok::<_, workload::Unreachable>((true, pods, Some(nodes)))
     }
     .await;
-    let (initialized, pods) = match observed {
+    let (initialized, pods, nodes) = match observed {
         Ok(found) => found,
         Err(e) => {
             tracing::debug!(cluster, error = %e, "workload cluster not reachable");
@@ -989,6 +990,7 @@ async fn observe_workload(
         };
     }
     gathered.pods = pods;
+    gathered.nodes = nodes;
     report.health(&gathered.machines, desired.external_etcd);
     initialized
 }

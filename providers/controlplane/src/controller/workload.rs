@@ -1,16 +1,17 @@
 //! The workload cluster as the controller sees it: a cached client per cluster (rebuilt when the kubeconfig
-//! Secret changes), the static pods of the control plane, and the `kubeadm-config` ConfigMap.
+//! Secret changes), the static pods and Nodes of the control plane, and the `kubeadm-config` ConfigMap.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch};
 use kubeadm_bootstrap::workload::{self, WorkloadError};
 
 use crate::endpoints::{self, CLUSTER_STATUS_KEY, MachinePods, MachineRef};
+use crate::machine_conditions::NodeRole;
 use crate::machines::ControlPlaneMachine;
 
 /// Bound on each workload-cluster call: an unreachable cluster must not stall the reconcile.
@@ -96,6 +97,36 @@ pub(super) async fn machine_pods(
         })
         .collect();
     Ok(endpoints::machine_pods(&listed.items, &refs))
+}
+
+/// kubeadm's control-plane role label and taint on each Node that carries the label, by Node name (a
+/// Node without the label is not listed).
+pub(super) async fn control_plane_nodes(
+    client: &kube::Client,
+) -> Result<BTreeMap<String, NodeRole>, Unreachable> {
+    use crate::machine_conditions::CONTROL_PLANE_NODE_ROLE;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let listed =
+        bounded(nodes.list(&ListParams::default().labels(CONTROL_PLANE_NODE_ROLE))).await?;
+    Ok(listed
+        .items
+        .iter()
+        .map(|node| {
+            let role = NodeRole {
+                labelled: node.labels().contains_key(CONTROL_PLANE_NODE_ROLE),
+                tainted: node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|taints| {
+                        taints
+                            .iter()
+                            .any(|t| t.key == CONTROL_PLANE_NODE_ROLE && t.effect == "NoSchedule")
+                    }),
+            };
+            (node.name_any(), role)
+        })
+        .collect())
 }
 
 /// Removes a `ClusterStatus` left in the `kubeadm-config` ConfigMap by an older kubeadm (KEP-2506: endpoints
