@@ -9,14 +9,17 @@
 #   - the current releases, from Go modules the same way: kube-apiserver and kubeadm of k8s.io/kubernetes
 #     (hack/tools/k8s) and etcd, etcdctl, etcdutl of go.etcd.io/etcd (hack/tools/etcd), plus kubeadm 1.30
 #     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
-#     written for Kubernetes < 1.31. Their versions are pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
+#     written for Kubernetes < 1.31, and Cluster API's own managers and clusterctl of sigs.k8s.io/cluster-api
+#     (hack/tools/capi) with the CRDs and webhook manifests of that module. Their versions are pinned in
+#     those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
 # Idempotent: a second run checks, prints what it found and exits in well under a second.
 # Environment:
 #   KUBEADM_PROVIDERS_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers)
 #   SKIP_APT=1                never call apt-get (fail instead when a package is missing)
-#   SKIP_CURRENT=1            do not build kubernetes 1.34 / etcd 3.6 / kubeadm 1.30 from hack/tools/k8s*, etcd
+#   SKIP_CURRENT=1            do not build kubernetes 1.34 / etcd 3.6 / kubeadm 1.30 / Cluster API from hack/tools/k8s*,
+#                             etcd, capi
 set -euo pipefail
 
 CACHE_ROOT="${KUBEADM_PROVIDERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers}"
@@ -33,8 +36,9 @@ TOOLS_SRC="$REPO_ROOT/hack/tools"
 CURRENT_K8S_SRC="$TOOLS_SRC/k8s"
 CURRENT_ETCD_SRC="$TOOLS_SRC/etcd"
 KUBEADM_V1BETA3_SRC="$TOOLS_SRC/k8s-v1beta3"
+CAPI_SRC="$TOOLS_SRC/capi"
 # Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
-CURRENT_RECIPE="c1"
+CURRENT_RECIPE="c2"
 # The oldest Go that builds hack/tools (its go.mod says `go 1.22`).
 TOOLS_GO_MIN_MINOR=22
 
@@ -274,14 +278,14 @@ go_min_minor() {
   sed -nE 's/^go 1\.([0-9]+)(\.[0-9]+)?$/\1/p' "$1/go.mod" | head -1
 }
 
-# Where the module in $1 builds to: tools-<name>-<hash of the recipe, go.mod, go.sum and cmd/>.
+# Where the module in $1 builds to: tools-<name>-<hash of the recipe, go.mod, go.sum and cmd/ if any>.
 current_dir() {
   local src="$1" name="$2" hash
-  [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] && [ -d "$src/cmd" ] || die "$src/go.mod, go.sum or cmd/ missing"
+  [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] || die "$src/go.mod or go.sum missing"
   hash=$(cd "$src" && {
     printf 'recipe %s\n' "$CURRENT_RECIPE"
     for f in go.mod go.sum; do printf '%s\n' "$f"; cat "$f"; done
-    find cmd -type f | LC_ALL=C sort | while read -r f; do printf '%s\n' "$f"; cat "$f"; done
+    [ ! -d cmd ] || find cmd -type f | LC_ALL=C sort | while read -r f; do printf '%s\n' "$f"; cat "$f"; done
   } | sha256sum | cut -c1-12)
   echo "$CACHE_ROOT/tools-$name-$hash"
 }
@@ -325,12 +329,29 @@ download_modules() {
   return 1
 }
 
-# go build ./cmd/$3 of the module in $1 into $2/bin/$3 with -ldflags $4; notes the time in $2/build.txt.
+# Starts the build of the module in $1 into $2.tmp/bin: downloads every module it needs. Returns 1, having
+# said "skipped $3: … $4", when the proxy does not serve one of them.
+prepare_current() {
+  local src="$1" dir="$2" what="$3" instead="$4"
+  mkdir -p "$CACHE_ROOT"
+  rm -rf "$dir.tmp"
+  mkdir -p "$dir.tmp/bin"
+  say "$what (${src#"$REPO_ROOT"/}): downloading its modules"
+  if ! download_modules "$src" "$dir.tmp/download.log"; then
+    rm -rf "$dir.tmp"
+    say "skipped $what: a module it needs is not served (Go names the first it cannot get); $instead"
+    return 1
+  fi
+  rm -f "$dir.tmp/download.log"
+}
+
+# go build ./cmd/$3 (or the package $5) of the module in $1 into $2/bin/$3 with -ldflags $4; notes the time
+# in $2/build.txt.
 go_build() {
-  local src="$1" out="$2" bin="$3" ldflags="$4" log="$2/build-$3.log" t0 secs
+  local src="$1" out="$2" bin="$3" ldflags="$4" pkg="${5:-./cmd/$3}" log="$2/build-$3.log" t0 secs
   t0=$(date +%s)
   say "building $bin with $GO_VERSION ($GO_BIN)"
-  if ! module_go "$src" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/bin/$bin" "./cmd/$bin" >"$log" 2>&1; then
+  if ! module_go "$src" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/bin/$bin" "$pkg" >"$log" 2>&1; then
     tail -30 "$log" >&2
     rm -rf "$out"
     grep -q 'updates to go\.mod needed\|missing go\.sum entry' "$log" \
@@ -365,16 +386,7 @@ build_k8s_module() {
   [ -z "$bad" ] || die "$src/go.mod requires k8s.io/kubernetes $version, so every k8s.io staging module must be replaced by itself at $staging; these are not:"$'\n'"$bad"
   use_machine_go "$(go_min_minor "$src")" "$rel"
 
-  mkdir -p "$CACHE_ROOT"
-  rm -rf "$dir.tmp"
-  mkdir -p "$dir.tmp/bin"
-  say "kubernetes $version ($rel): downloading its modules"
-  if ! download_modules "$src" "$dir.tmp/download.log"; then
-    rm -rf "$dir.tmp"
-    say "skipped $* $version: a module it needs is not served (Go names the first it cannot get); the fallback $KUBE_VERSION in $KUBE_DIR/bin stays"
-    return 0
-  fi
-  rm -f "$dir.tmp/download.log"
+  prepare_current "$src" "$dir" "kubernetes $* $version" "the fallback $KUBE_VERSION in $KUBE_DIR/bin stays" || return 0
 
   # What `make` stamps into a release (hack/lib/version.sh); kubeadm refuses to run with the unset default.
   ldflags="-s -w"
@@ -388,6 +400,7 @@ build_k8s_module() {
     case "$bin" in
       kube-apiserver) out=$("$dir.tmp/bin/$bin" --version 2>&1) || true; want="Kubernetes $version" ;;
       kubeadm*) out=$("$dir.tmp/bin/$bin" version -o short 2>&1) || true; want="$version" ;;
+      sim-kubelet) out=$("$dir.tmp/bin/$bin" --version 2>&1) || true; want="$version" ;;
       *) die "build_k8s_module: no version check for $bin" ;;
     esac
     [ "$out" = "$want" ] || { rm -rf "$dir.tmp"; die "the built $bin says '$out', not '$want'"; }
@@ -396,8 +409,9 @@ build_k8s_module() {
   say "$* $version cached in $dir/bin"
 }
 
-# kube-apiserver and kubeadm of the current release (hack/tools/k8s).
-build_current_k8s() { build_k8s_module "$1" "$CURRENT_K8S_SRC" kube-apiserver kubeadm; }
+# kube-apiserver and kubeadm of the current release (hack/tools/k8s), and sim-kubelet, the kubelet's
+# port-forward endpoint for simulated nodes (hack/tools/k8s/cmd/sim-kubelet).
+build_current_k8s() { build_k8s_module "$1" "$CURRENT_K8S_SRC" kube-apiserver kubeadm sim-kubelet; }
 
 # kubeadm 1.30 for the configurations in kubeadm API v1beta3 (hack/tools/k8s-v1beta3).
 build_current_kubeadm_v1beta3() { build_k8s_module "$1" "$KUBEADM_V1BETA3_SRC" kubeadm-v1beta3; }
@@ -412,16 +426,7 @@ build_current_etcd() {
   done
   use_machine_go "$(go_min_minor "$src")" hack/tools/etcd
 
-  mkdir -p "$CACHE_ROOT"
-  rm -rf "$dir.tmp"
-  mkdir -p "$dir.tmp/bin"
-  say "etcd $version (hack/tools/etcd): downloading its modules"
-  if ! download_modules "$src" "$dir.tmp/download.log"; then
-    rm -rf "$dir.tmp"
-    say "skipped etcd, etcdctl and etcdutl $version: a module it needs is not served (Go names the first it cannot get); Debian's etcd on PATH stays"
-    return 0
-  fi
-  rm -f "$dir.tmp/download.log"
+  prepare_current "$src" "$dir" "etcd, etcdctl and etcdutl $version" "Debian's etcd on PATH stays" || return 0
 
   # etcd's version is a constant of go.etcd.io/etcd/api/v3/version; only the git commit is left unset.
   for bin in etcd etcdctl etcdutl; do go_build "$src" "$dir.tmp" "$bin" "-s -w"; done
@@ -434,6 +439,53 @@ build_current_etcd() {
   grep -qx "etcdutl version: ${version#v}" <<<"$out" || { rm -rf "$dir.tmp"; die "the built etcdutl version does not say 'etcdutl version: ${version#v}': $out"; }
   finish_current "$dir"
   say "etcd, etcdctl and etcdutl $version cached in $dir/bin"
+}
+
+# Cluster API of the sigs.k8s.io/cluster-api version required in hack/tools/capi/go.mod: the core manager,
+# clusterctl and the kubeadm bootstrap and control-plane managers into $1/bin, and the CRDs and webhook
+# manifests of each manager from the module into $1/config/{core,bootstrap,controlplane}/{crd,webhook},
+# with the kustomization of the CRDs (crd-kustomization.yaml: the labels the release adds).
+build_current_capi() {
+  local dir="$1" src="$CAPI_SRC" version module_dir ldflags pkg out part from
+  version=$(required_version "$src" sigs.k8s.io/cluster-api)
+  [[ "$version" =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "$src/go.mod: no sigs.k8s.io/cluster-api v1.N.P requirement (found '$version')"
+  local minor="${BASH_REMATCH[1]}"
+  grep -qE "^replace sigs\.k8s\.io/cluster-api/api => sigs\.k8s\.io/cluster-api/api $version\$" "$src/go.mod" \
+    || die "$src/go.mod requires sigs.k8s.io/cluster-api $version, so it must replace sigs.k8s.io/cluster-api/api by itself at $version"
+  use_machine_go "$(go_min_minor "$src")" hack/tools/capi
+
+  prepare_current "$src" "$dir" "Cluster API $version" \
+    "the tests that drive Cluster API's own managers fail, naming the missing binary" || return 0
+
+  # What Cluster API's release build stamps (sigs.k8s.io/cluster-api/version); clusterctl compares its
+  # own version with the providers' contracts.
+  ldflags="-s -w"
+  for pkg in "gitMajor=1" "gitMinor=$minor" "gitVersion=$version" "gitTreeState=clean" "buildDate=1970-01-01T00:00:00Z"; do
+    ldflags+=" -X sigs.k8s.io/cluster-api/version.$pkg"
+  done
+  go_build "$src" "$dir.tmp" cluster-api-manager "$ldflags" sigs.k8s.io/cluster-api/core
+  go_build "$src" "$dir.tmp" clusterctl "$ldflags" sigs.k8s.io/cluster-api/cmd/clusterctl
+  go_build "$src" "$dir.tmp" capi-kubeadm-bootstrap-manager "$ldflags" sigs.k8s.io/cluster-api/bootstrap/kubeadm
+  go_build "$src" "$dir.tmp" capi-kubeadm-control-plane-manager "$ldflags" sigs.k8s.io/cluster-api/controlplane/kubeadm
+
+  out=$("$dir.tmp/bin/clusterctl" version -o short 2>&1) || true
+  [ "$out" = "$version" ] || { rm -rf "$dir.tmp"; die "the built clusterctl says '$out', not '$version'"; }
+
+  module_dir=$(module_go "$src" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) \
+    || die "go list -m sigs.k8s.io/cluster-api in $src failed"
+  for part in core:core bootstrap:bootstrap/kubeadm controlplane:controlplane/kubeadm; do
+    from="$module_dir/${part#*:}/config"
+    [ -d "$from/crd/bases" ] && [ -f "$from/webhook/manifests.yaml" ] \
+      || { rm -rf "$dir.tmp"; die "sigs.k8s.io/cluster-api $version has no ${part#*:}/config/crd/bases or webhook/manifests.yaml"; }
+    mkdir -p "$dir.tmp/config/${part%%:*}/webhook"
+    cp -r "$from/crd/bases" "$dir.tmp/config/${part%%:*}/crd"
+    # Its labels (the contract labels of the kubeadm providers' CRDs) are part of the release's CRDs.
+    cp "$from/crd/kustomization.yaml" "$dir.tmp/config/${part%%:*}/crd-kustomization.yaml"
+    cp "$from/webhook/manifests.yaml" "$dir.tmp/config/${part%%:*}/webhook/"
+  done
+  chmod -R u+w "$dir.tmp/config"
+  finish_current "$dir"
+  say "Cluster API $version cached in $dir (bin/, config/)"
 }
 
 # Builds, unless cached, the binaries $3... of the module in $1 into tools-$2-<hash>/bin with build_current_$2.
@@ -477,11 +529,13 @@ else
 fi
 CURRENT_DIRS=()
 if [ "${SKIP_CURRENT:-0}" = 1 ]; then
-  say "SKIP_CURRENT=1: not building kubernetes and etcd from hack/tools/k8s, k8s-v1beta3 and etcd"
+  say "SKIP_CURRENT=1: not building kubernetes, etcd and Cluster API from hack/tools/k8s, k8s-v1beta3, etcd and capi"
 else
-  ensure_current "$CURRENT_K8S_SRC" k8s kube-apiserver kubeadm
+  ensure_current "$CURRENT_K8S_SRC" k8s kube-apiserver kubeadm sim-kubelet
   ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
   ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
+  ensure_current "$CAPI_SRC" capi cluster-api-manager clusterctl capi-kubeadm-bootstrap-manager \
+    capi-kubeadm-control-plane-manager
 fi
 say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin, ignition-check in $TOOLS_DIR/bin"
 for dir in "${CURRENT_DIRS[@]}"; do

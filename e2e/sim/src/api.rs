@@ -1,4 +1,5 @@
-//! The simulated infrastructure kinds: `SimCluster`, `SimMachine` and `SimMachineTemplate` in
+//! The simulated infrastructure kinds: `SimCluster`, `SimClusterTemplate`, `SimMachine` and
+//! `SimMachineTemplate` in
 //! `infrastructure.cluster.x-k8s.io/v1beta2`, with the fields the Cluster API infrastructure contract asks
 //! for (v1beta2 `status.initialization.provisioned`, and `status.ready` for v1beta1 readers).
 
@@ -80,6 +81,30 @@ pub struct SimClusterStatus {
     pub ready: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failure_domains: Vec<FailureDomain>,
+}
+
+/// What a ClusterClass clones SimClusters from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SimClusterTemplateResource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMetadata>,
+    #[serde(default)]
+    pub spec: SimClusterSpec,
+}
+
+/// The cluster template a ClusterClass names for its infrastructure.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "SimClusterTemplate",
+    plural = "simclustertemplates",
+    namespaced,
+    category = "cluster-api",
+    doc = "A template of simulated clusters, for ClusterClasses (end-to-end tests)."
+)]
+pub struct SimClusterTemplateSpec {
+    pub template: SimClusterTemplateResource,
 }
 
 /// A simulated machine: its node runs real etcd and kube-apiserver processes on its own loopback address.
@@ -168,10 +193,11 @@ pub struct SimMachineTemplateSpec {
     pub template: SimMachineTemplateResource,
 }
 
-/// The CRDs of the three kinds, with the Cluster API contract label.
+/// The CRDs of the four kinds, with the Cluster API contract label.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     [
         SimCluster::crd(),
+        SimClusterTemplate::crd(),
         SimMachine::crd(),
         SimMachineTemplate::crd(),
     ]
@@ -210,7 +236,8 @@ mod tests {
                 .subresources
                 .as_ref()
                 .is_some_and(|s| s.status.is_some());
-            assert_eq!(has_status, crd.spec.names.kind != "SimMachineTemplate");
+            // Templates have no status.
+            assert_eq!(has_status, !crd.spec.names.kind.ends_with("Template"));
         }
     }
 

@@ -25,6 +25,10 @@ use crate::network::{Addresses, LoadBalancer};
 use crate::node::{self, BootError, BootRequest, Node};
 
 pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
+/// Held by the infrastructure provider until the node of a deleted SimMachine is stopped.
+pub const SIM_MACHINE_FINALIZER: &str = "simmachine.infrastructure.cluster.x-k8s.io";
+/// Cluster API's pause annotation (on a Cluster or a Machine), honoured by infrastructure providers.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 pub const MACHINE_SET_FINALIZER: &str = "machineset.cluster.x-k8s.io";
 pub const MACHINE_DEPLOYMENT_FINALIZER: &str = "machinedeployment.cluster.x-k8s.io";
 pub const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
@@ -44,6 +48,19 @@ pub struct SimOptions {
     pub namespace: Option<String>,
     /// Time between passes.
     pub period: Duration,
+    /// Who runs core Cluster API's controllers.
+    pub core: Core,
+}
+
+/// Who runs core Cluster API's Cluster, Machine, MachineSet and MachineDeployment controllers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Core {
+    /// The simulator's own reduced stand-in, for fast integration tests without Cluster API's binaries.
+    #[default]
+    StandIn,
+    /// Cluster API's own core manager, running next to the simulator: the simulator is then only the
+    /// infrastructure provider of the `Sim*` kinds, following Cluster API's infrastructure contract.
+    ClusterApi,
 }
 
 /// A running node as tests see it.
@@ -189,6 +206,8 @@ struct State {
     machines: HashMap<Key, MachineRuntime>,
     /// Faults applied to booting machines, in order: (namespace, machine, fault).
     applied_faults: Vec<(String, String, Fault)>,
+    /// The (namespace, SimCluster name) of each machine that booted.
+    cluster_of: HashMap<Key, Key>,
 }
 
 struct ClusterRuntime {
@@ -285,10 +304,16 @@ impl Controller {
         loop {
             let pass = async {
                 self.sim_clusters().await?;
-                self.clusters().await?;
-                self.machine_deployments().await?;
-                self.machine_sets().await?;
-                self.machines().await?;
+                match self.options.core {
+                    Core::StandIn => {
+                        self.clusters().await?;
+                        self.machine_deployments().await?;
+                        self.machine_sets().await?;
+                        self.machines().await?;
+                    }
+                    Core::ClusterApi => self.sim_machines().await?,
+                }
+                self.workload_clients().await;
                 Ok::<(), kube::Error>(())
             };
             if let Err(e) = pass.await {
@@ -416,6 +441,43 @@ impl Controller {
         Ok(())
     }
 
+    /// Once a control-plane node of a cluster runs, the simulator talks to the workload cluster as an
+    /// admin (node registration, faults).
+    async fn workload_clients(&mut self) {
+        let wanted: Vec<(Key, String, (String, String))> = {
+            let state = self.lock();
+            state
+                .clusters
+                .iter()
+                .filter(|(_, cluster)| cluster.workload.is_none())
+                .filter_map(|(cluster_key, cluster)| {
+                    let ca = state.machines.iter().find_map(|(key, m)| match m {
+                        MachineRuntime::Running { node, .. }
+                            if state.cluster_of.get(key) == Some(cluster_key) =>
+                        {
+                            node.cluster_ca.clone()
+                        }
+                        _ => None,
+                    })?;
+                    let url = format!("https://{}", cluster.lb.address());
+                    Some((cluster_key.clone(), url, ca))
+                })
+                .collect()
+        };
+        for (cluster_key, url, (cert, key_pem)) in wanted {
+            match node::admin_client(&url, &cert, &key_pem).await {
+                Ok(client) => {
+                    if let Some(c) = self.lock().clusters.get_mut(&cluster_key) {
+                        c.workload = Some(client);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster_key.1, error = %e, "no workload client")
+                }
+            }
+        }
+    }
+
     // ----------------------------------------------------------------------------------------
     // Core: Cluster
     // ----------------------------------------------------------------------------------------
@@ -497,30 +559,6 @@ impl Controller {
                 ],
             } });
             self.write_status(&api, &name, status).await;
-            // Once a control-plane node runs, the simulator talks to the workload cluster as an admin.
-            let key = (ns.clone(), infra.name.clone());
-            let needs_client = self
-                .lock()
-                .clusters
-                .get(&key)
-                .is_some_and(|c| c.workload.is_none());
-            if needs_client {
-                let ca = self.lock().machines.values().find_map(|m| match m {
-                    MachineRuntime::Running { node, .. } => node.cluster_ca.clone(),
-                    _ => None,
-                });
-                if let Some((cert, key_pem)) = ca {
-                    let lb = self.lock().clusters[&key].lb.address();
-                    match node::admin_client(&format!("https://{lb}"), &cert, &key_pem).await {
-                        Ok(client) => {
-                            if let Some(c) = self.lock().clusters.get_mut(&key) {
-                                c.workload = Some(client);
-                            }
-                        }
-                        Err(e) => tracing::warn!(cluster = %name, error = %e, "no workload client"),
-                    }
-                }
-            }
         }
         Ok(())
     }
@@ -870,17 +908,7 @@ impl Controller {
             .map(|m| (m.namespace().unwrap_or_default(), m.name_any()))
             .collect();
         // Machines deleted behind our back (finalizer removed by someone else): stop their nodes.
-        let orphans: Vec<Key> = self
-            .lock()
-            .machines
-            .keys()
-            .filter(|k| !present.contains(*k))
-            .cloned()
-            .collect();
-        for key in orphans {
-            let runtime = self.lock().machines.remove(&key);
-            stop_runtime(runtime);
-        }
+        self.stop_all_but(&present);
         for machine in list.items {
             if let Err(e) = self.machine(&machine).await {
                 tracing::debug!(machine = %machine.name_any(), error = %e, "machine pass failed");
@@ -1067,6 +1095,7 @@ impl Controller {
         }
         let request = BootRequest {
             machine: name.clone(),
+            version: machine.spec.version.clone(),
             namespace: ns.clone(),
             ip,
             dir: self.options.dir.join(&ns).join(&name),
@@ -1089,9 +1118,13 @@ impl Controller {
             }
             result
         });
-        self.lock()
-            .machines
-            .insert(key, MachineRuntime::Booting { ip, fault, task });
+        {
+            let mut state = self.lock();
+            state.cluster_of.insert(key.clone(), cluster_key.clone());
+            state
+                .machines
+                .insert(key, MachineRuntime::Booting { ip, fault, task });
+        }
         // The VM exists now: the infrastructure machine is provisioned.
         let sim_api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
         let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
@@ -1149,8 +1182,20 @@ impl Controller {
                 if lose_at.is_some_and(|t| Instant::now() >= t) =>
             {
                 tracing::info!(node = %node.name, "node lost (fault injected)");
-                if let (Some(addr), Some(c)) = (node.api_server, clusters.get(cluster_key)) {
-                    c.lb.remove_backend(addr);
+                if let Some(c) = clusters.get(cluster_key) {
+                    if let Some(addr) = node.api_server {
+                        c.lb.remove_backend(addr);
+                    }
+                    // Its kubelet stops posting status: what the node lifecycle controller makes of it.
+                    if let Some(workload) = c.workload.clone() {
+                        let name = node.name.clone();
+                        tokio::spawn(async move {
+                            let lost = node::mark_unreachable(&workload, &name);
+                            if let Err(e) = tokio::time::timeout(WORKLOAD_TIMEOUT, lost).await {
+                                tracing::warn!(node = %name, error = %e, "could not mark the lost node");
+                            }
+                        });
+                    }
                 }
                 let (ip, name) = (node.ip, node.name.clone());
                 let old = std::mem::replace(runtime, MachineRuntime::Lost { ip, node: name });
@@ -1158,6 +1203,62 @@ impl Controller {
             }
             _ => {}
         }
+    }
+
+    /// What the machine's node is doing, as the Machine and SimMachine status report it.
+    fn observe(&self, key: &Key, bootstrap_ready: bool) -> Observed {
+        let state = self.lock();
+        let (phase, node, ip, failure) = match state.machines.get(key) {
+            None if bootstrap_ready => ("Provisioning", None, None, None),
+            None => ("Pending", None, None, None),
+            Some(MachineRuntime::Booting { ip, .. }) => ("Provisioned", None, Some(*ip), None),
+            Some(MachineRuntime::Running { node, .. }) => {
+                ("Running", Some(node.name.clone()), Some(node.ip), None)
+            }
+            Some(MachineRuntime::Lost { ip, node }) => (
+                "Running",
+                Some(node.clone()),
+                Some(*ip),
+                Some((
+                    "NodeLost".to_owned(),
+                    format!("node {node} stopped answering"),
+                )),
+            ),
+            Some(MachineRuntime::Failed {
+                ip,
+                reason,
+                message,
+            }) => ("Failed", None, *ip, Some((reason.clone(), message.clone()))),
+        };
+        let addresses = ip
+            .map(|ip| {
+                vec![
+                    json!({ "type": "InternalIP", "address": ip.to_string() }),
+                    json!({ "type": "Hostname", "address": key.1 }),
+                ]
+            })
+            .unwrap_or_default();
+        Observed {
+            phase,
+            node,
+            provisioned: ip.is_some(),
+            addresses,
+            failure,
+        }
+    }
+
+    /// The SimMachine's status: provisioned once its node has an address (the VM exists).
+    async fn write_sim_machine_status(&mut self, ns: &str, sim: &str, observed: &Observed) {
+        let api = self.dynamic(ns, crate::api::GROUP, "SimMachine");
+        let failure = observed.failure.as_ref();
+        let status = json!({ "status": {
+            "initialization": { "provisioned": observed.provisioned },
+            "ready": observed.provisioned,
+            "addresses": observed.addresses,
+            "failureReason": failure.map(|f| f.0.clone()),
+            "failureMessage": failure.map(|f| f.1.clone()),
+        } });
+        self.write_status(&api, sim, status).await;
     }
 
     async fn write_machine_status(
@@ -1169,51 +1270,18 @@ impl Controller {
         let ns = machine.namespace().unwrap_or_default();
         let name = machine.name_any();
         let key = (ns.clone(), name.clone());
-        let (phase, node, ip, failure) = {
-            let state = self.lock();
-            match state.machines.get(&key) {
-                None if bootstrap_ready => ("Provisioning", None, None, None),
-                None => ("Pending", None, None, None),
-                Some(MachineRuntime::Booting { ip, .. }) => ("Provisioned", None, Some(*ip), None),
-                Some(MachineRuntime::Running { node, .. }) => {
-                    ("Running", Some(node.name.clone()), Some(node.ip), None)
-                }
-                Some(MachineRuntime::Lost { ip, node }) => (
-                    "Running",
-                    Some(node.clone()),
-                    Some(*ip),
-                    Some((
-                        "NodeLost".to_owned(),
-                        format!("node {node} stopped answering"),
-                    )),
-                ),
-                Some(MachineRuntime::Failed {
-                    ip,
-                    reason,
-                    message,
-                }) => ("Failed", None, *ip, Some((reason.clone(), message.clone()))),
-            }
-        };
-        let provisioned = ip.is_some();
-        let addresses: Vec<Value> = ip
-            .map(|ip| {
-                vec![
-                    json!({ "type": "InternalIP", "address": ip.to_string() }),
-                    json!({ "type": "Hostname", "address": name }),
-                ]
-            })
-            .unwrap_or_default();
+        let observed = self.observe(&key, bootstrap_ready);
         if let Some(sim) = sim {
-            let api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
-            let status = json!({ "status": {
-                "initialization": { "provisioned": provisioned },
-                "ready": provisioned,
-                "addresses": addresses,
-                "failureReason": failure.as_ref().map(|f| f.0.clone()),
-                "failureMessage": failure.as_ref().map(|f| f.1.clone()),
-            } });
-            self.write_status(&api, &sim.name_any(), status).await;
+            self.write_sim_machine_status(&ns, &sim.name_any(), &observed)
+                .await;
         }
+        let Observed {
+            phase,
+            node,
+            provisioned,
+            addresses,
+            failure,
+        } = observed;
         if provisioned && machine.spec.provider_id.is_none() {
             let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
             let _ = self
@@ -1296,27 +1364,9 @@ impl Controller {
             self.write_status(&api, &name, status).await;
             return Ok(());
         }
-        let runtime = self.lock().machines.remove(&(ns.clone(), name.clone()));
-        let (workload, node_name) = {
-            let state = self.lock();
-            let c = state.clusters.get(cluster_key);
-            let node_name = match &runtime {
-                Some(MachineRuntime::Running { node, .. }) => {
-                    if let (Some(addr), Some(c)) = (node.api_server, c) {
-                        c.lb.remove_backend(addr);
-                    }
-                    Some(node.name.clone())
-                }
-                Some(MachineRuntime::Lost { node, .. }) => Some(node.clone()),
-                _ => None,
-            };
-            (c.and_then(|c| c.workload.clone()), node_name)
-        };
-        if runtime.is_some() {
-            tracing::info!(machine = %name, "stopping node");
-        }
-        stop_runtime(runtime);
-        if let (Some(workload), Some(node_name)) = (workload, node_name) {
+        if let Some((workload, node_name)) =
+            self.stop_node(&(ns.clone(), name.clone()), cluster_key)
+        {
             let _ = tokio::time::timeout(WORKLOAD_TIMEOUT, node::deregister(&workload, &node_name))
                 .await;
         }
@@ -1337,6 +1387,157 @@ impl Controller {
         )
         .await
     }
+}
+
+impl Controller {
+    /// Stops the nodes of every machine not in `present` (its object went behind our back).
+    fn stop_all_but(&mut self, present: &std::collections::HashSet<Key>) {
+        let mut state = self.lock();
+        let orphans: Vec<Key> = state
+            .machines
+            .keys()
+            .filter(|k| !present.contains(*k))
+            .cloned()
+            .collect();
+        for key in orphans {
+            state.cluster_of.remove(&key);
+            stop_runtime(state.machines.remove(&key));
+        }
+    }
+
+    /// Stops the machine's node, taking its API server out of the load balancer; returns the workload
+    /// client and the Node's name when the node had registered.
+    fn stop_node(&mut self, key: &Key, cluster_key: &Key) -> Option<(kube::Client, String)> {
+        let mut state = self.lock();
+        let runtime = state.machines.remove(key);
+        state.cluster_of.remove(key);
+        let cluster = state.clusters.get(cluster_key);
+        let node_name = match &runtime {
+            Some(MachineRuntime::Running { node, .. }) => {
+                if let (Some(addr), Some(c)) = (node.api_server, cluster) {
+                    c.lb.remove_backend(addr);
+                }
+                Some(node.name.clone())
+            }
+            Some(MachineRuntime::Lost { node, .. }) => Some(node.clone()),
+            _ => None,
+        };
+        let workload = cluster.and_then(|c| c.workload.clone());
+        drop(state);
+        if runtime.is_some() {
+            tracing::info!(machine = %key.1, "stopping node");
+        }
+        stop_runtime(runtime);
+        workload.zip(node_name)
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Infrastructure: SimMachine, next to Cluster API's own core manager
+    // ----------------------------------------------------------------------------------------
+
+    async fn sim_machines(&mut self) -> Result<(), kube::Error> {
+        let list = self.all::<SimMachine>().list(&self.list_params()).await?;
+        // SimMachines deleted behind our back (finalizer removed by someone else): stop their nodes.
+        let present: std::collections::HashSet<Key> = list
+            .items
+            .iter()
+            .filter_map(|sim| Some((sim.namespace()?, owner_machine(sim)?)))
+            .collect();
+        self.stop_all_but(&present);
+        for sim in list.items {
+            if let Err(e) = self.sim_machine(&sim).await {
+                tracing::debug!(sim_machine = %sim.name_any(), error = %e, "sim machine pass failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// One SimMachine by Cluster API's infrastructure contract: it boots once its owning Machine (set
+    /// by the core manager) has bootstrap data, reports `spec.providerID`, addresses and
+    /// `status.initialization.provisioned`, and on deletion stops its node before letting go.
+    async fn sim_machine(&mut self, sim: &SimMachine) -> Result<(), kube::Error> {
+        let ns = sim.namespace().unwrap_or_default();
+        let sim_api = self.api::<SimMachine>(&ns);
+        let Some(machine_name) = owner_machine(sim) else {
+            return Ok(());
+        };
+        let key = (ns.clone(), machine_name.clone());
+        let cluster_name = sim
+            .labels()
+            .get(CLUSTER_NAME_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let cluster = self.api::<Cluster>(&ns).get_opt(&cluster_name).await?;
+        let cluster_key = cluster.as_ref().and_then(|c| self.cluster_key(&ns, c));
+        if sim.meta().deletion_timestamp.is_some() {
+            // The VM goes; its mirror pods go with the Node the core manager deletes next (the pod
+            // garbage collector's job, which no controller manager does here).
+            if let Some(cluster_key) = &cluster_key
+                && let Some((workload, node_name)) = self.stop_node(&key, cluster_key)
+            {
+                let _ = tokio::time::timeout(
+                    WORKLOAD_TIMEOUT,
+                    node::forget_mirror_pods(&workload, &node_name),
+                )
+                .await;
+            }
+            return remove_finalizer(
+                &sim_api,
+                &sim.name_any(),
+                sim.finalizers(),
+                SIM_MACHINE_FINALIZER,
+            )
+            .await;
+        }
+        let (Some(cluster), Some(cluster_key)) = (cluster, cluster_key) else {
+            return Ok(());
+        };
+        let paused = |meta: &kube::api::ObjectMeta| {
+            meta.annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
+        };
+        if cluster.spec.paused == Some(true) || paused(cluster.meta()) || paused(sim.meta()) {
+            return Ok(());
+        }
+        add_finalizer(
+            &sim_api,
+            &sim.name_any(),
+            sim.finalizers(),
+            SIM_MACHINE_FINALIZER,
+        )
+        .await?;
+        let Some(machine) = self.api::<Machine>(&ns).get_opt(&machine_name).await? else {
+            return Ok(());
+        };
+        let data_secret = machine.spec.bootstrap.data_secret_name.clone();
+        let has_runtime = self.lock().machines.contains_key(&key);
+        if !has_runtime && let Some(secret) = &data_secret {
+            self.start_boot(&machine, sim, secret, &cluster_key).await?;
+        }
+        self.settle_boot(&key, &cluster_key);
+        let observed = self.observe(&key, data_secret.is_some());
+        self.write_sim_machine_status(&ns, &sim.name_any(), &observed)
+            .await;
+        Ok(())
+    }
+}
+
+/// The Machine that owns an infrastructure machine (the core manager sets this owner reference).
+fn owner_machine(sim: &SimMachine) -> Option<String> {
+    sim.owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|o| o.name.clone())
+}
+
+/// A machine's node as the simulator sees it.
+struct Observed {
+    phase: &'static str,
+    node: Option<String>,
+    provisioned: bool,
+    addresses: Vec<Value>,
+    failure: Option<(String, String)>,
 }
 
 /// Stops a node's processes off the control loop (stopping waits for the processes to exit).

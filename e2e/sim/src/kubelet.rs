@@ -20,6 +20,11 @@ use crate::node::{BootError, COMPONENTS};
 
 /// Where kubeadm writes the static pod manifests, inside the node's root folder.
 const MANIFESTS: &str = "etc/kubernetes/manifests";
+/// The process serving the kubelet's port-forward endpoint, among a node's processes.
+pub const KUBELET_API: &str = "kubelet";
+/// The kubelet's port, where kube-apiserver sends `pods/portforward` (its default for a Node that
+/// reports none).
+pub const KUBELET_PORT: u16 = 10250;
 
 /// The static pods of one node.
 pub struct StaticPods {
@@ -83,6 +88,44 @@ impl StaticPods {
             .map_err(|e| BootError::Io(format!("start {component}: {e}")))?;
         tracing::info!(%component, pid = process.pid(), "static pod started from its manifest");
         self.running.insert(component.to_owned(), process);
+        Ok(())
+    }
+
+    /// Serves the kubelet's port-forward endpoint on the node's address ([`KUBELET_PORT`]) with
+    /// `sim-kubelet`, forwarding into the node's network namespace, with a self-signed serving
+    /// certificate as a kubelet without a signed one has. Where `sim-kubelet` is not built nothing is
+    /// started: `pods/portforward` then fails as it would against a node without a kubelet.
+    pub fn serve_kubelet_api(&mut self, netns: &NodeNetns) -> Result<(), BootError> {
+        let binary = match testenv::binaries::sim_kubelet() {
+            Ok(binary) => binary,
+            Err(e) => {
+                tracing::info!(error = %e, "no kubelet port-forward endpoint on this node");
+                return Ok(());
+            }
+        };
+        let ip = netns.ip().to_string();
+        let pki = under(&self.rootfs, "/var/lib/kubelet/pki");
+        std::fs::create_dir_all(&pki)
+            .map_err(|e| BootError::Io(format!("create {}: {e}", pki.display())))?;
+        let ca = testenv::pki::Ca::new(&format!("{ip}-ca"))
+            .map_err(|e| BootError::Pki(e.to_string()))?;
+        let files = ca
+            .issue(&ip, None, &[&ip], testenv::pki::Usage::Server)
+            .and_then(|pair| pair.write(&pki, "kubelet"))
+            .map_err(|e| BootError::Pki(e.to_string()))?;
+        let mut cmd = netns.command(&binary);
+        cmd.arg("--listen")
+            .arg(format!("{ip}:{KUBELET_PORT}"))
+            .arg("--tls-cert-file")
+            .arg(&files.cert)
+            .arg("--tls-private-key-file")
+            .arg(&files.key)
+            .args(["--target", "127.0.0.1"]);
+        let log = self.logs.join("kubelet.log");
+        let process = Process::spawn("sim-kubelet", cmd, &log)
+            .map_err(|e| BootError::Io(format!("start sim-kubelet: {e}")))?;
+        tracing::info!(pid = process.pid(), "kubelet port-forward endpoint started");
+        self.running.insert(KUBELET_API.to_owned(), process);
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Certificate, ConnectOptions, Identity, MemberAddOptions, TlsOptions};
 use k8s_openapi::api::core::v1::{ConfigMap, Node as K8sNode, Pod, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use testenv::pki::{Ca, CertPair, Usage};
 use testenv::process::Process;
 
@@ -93,6 +93,9 @@ impl BootError {
 /// Where and as what a machine boots.
 pub struct BootRequest {
     pub machine: String,
+    /// The Kubernetes version the machine's image carries (the Machine's `spec.version`): what its
+    /// kubelet reports.
+    pub version: Option<String>,
     pub namespace: String,
     pub ip: Ipv4Addr,
     pub dir: PathBuf,
@@ -136,6 +139,9 @@ pub struct Node {
     pub cluster_ca: Option<(String, String)>,
     pub(crate) etcd: Option<Process>,
     pub(crate) apiserver: Option<Process>,
+    /// The kubelet's port-forward endpoint (`sim-kubelet`), where it is built and the node has a network
+    /// namespace.
+    pub(crate) kubelet: Option<Process>,
     /// Removed once the processes are stopped (fields drop after [`Drop::drop`]).
     #[expect(
         dead_code,
@@ -150,12 +156,16 @@ impl Node {
         self.etcd
             .iter()
             .chain(self.apiserver.iter())
+            .chain(self.kubelet.iter())
             .map(Process::pid)
             .collect()
     }
 
     /// Stops every process of the node (etcd last, as the kubelet would not care either way).
     pub fn stop(&mut self) {
+        if let Some(mut p) = self.kubelet.take() {
+            p.stop();
+        }
         if let Some(mut p) = self.apiserver.take() {
             p.stop();
         }
@@ -243,7 +253,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
         let cluster_facts = kubeadm_config::cluster_facts(&value);
         control_plane(req, plan, &rootfs, &facts, &cluster_facts, None).await
     } else {
-        register_node(&workload, req, &facts.node_name, false).await?;
+        register_node(&workload, req, &facts.node_name).await?;
         Ok(Node {
             name: facts.node_name.clone(),
             ip: req.ip,
@@ -254,6 +264,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
             cluster_ca: None,
             etcd: None,
             apiserver: None,
+            kubelet: None,
             netns: req.netns.clone(),
         })
     }
@@ -479,7 +490,8 @@ async fn control_plane(
     if let Some(raw) = upload {
         upload_cluster_configuration(&local, &raw).await?;
     }
-    register_node(&local, req, name, true).await?;
+    register_node(&local, req, name).await?;
+    imitate_mark_control_plane(&local, name).await?;
     let etcd_url_annotation = client_url.clone();
     register_static_pods(
         &local,
@@ -499,6 +511,7 @@ async fn control_plane(
         cluster_ca: Some((ca_cert, ca_key)),
         etcd: Some(etcd),
         apiserver: Some(apiserver),
+        kubelet: None,
         netns: req.netns.clone(),
     })
 }
@@ -868,17 +881,14 @@ fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
+/// The kubelet's registration: the Node with its provider ID, Ready.
 pub(crate) async fn register_node(
     client: &kube::Client,
     req: &BootRequest,
     name: &str,
-    control_plane: bool,
 ) -> Result<(), BootError> {
     let nodes: Api<K8sNode> = Api::all(client.clone());
-    let mut labels = json!({ "kubernetes.io/hostname": name, "kubernetes.io/os": "linux" });
-    if control_plane {
-        labels["node-role.kubernetes.io/control-plane"] = json!("");
-    }
+    let labels = json!({ "kubernetes.io/hostname": name, "kubernetes.io/os": "linux" });
     let node: K8sNode = serde_json::from_value(json!({
         "metadata": { "name": name, "labels": labels },
         "spec": { "providerID": req.provider_id() },
@@ -889,7 +899,105 @@ pub(crate) async fn register_node(
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(BootError::Workload(format!("register Node {name}: {e}"))),
     }
-    set_node_ready(client, name, req.ip, true).await
+    set_node_ready(client, name, req.ip, req.version.as_deref(), true).await
+}
+
+/// What kubeadm's `mark-control-plane` phase does with the default configuration: the control-plane
+/// role label and `NoSchedule` taint on the Node.
+async fn imitate_mark_control_plane(client: &kube::Client, name: &str) -> Result<(), BootError> {
+    const ROLE: &str = "node-role.kubernetes.io/control-plane";
+    let patch = json!({
+        "metadata": { "labels": { ROLE: "" } },
+        "spec": { "taints": [{ "key": ROLE, "effect": "NoSchedule" }] },
+    });
+    Api::<K8sNode>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| BootError::Workload(format!("mark Node {name} as control plane: {e}")))
+}
+
+/// What the node lifecycle controller does to a Node whose kubelet stopped posting status: every
+/// condition `Unknown` and the `unreachable` taints.
+pub async fn mark_unreachable(client: &kube::Client, name: &str) {
+    let nodes: Api<K8sNode> = Api::all(client.clone());
+    let status = json!({ "status": { "conditions": node_conditions(false) } });
+    if let Err(e) = nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+    {
+        tracing::warn!(node = %name, error = %e, "Node status not marked unknown");
+    }
+    let unreachable = "node.kubernetes.io/unreachable";
+    let mut taints: Vec<Value> = match nodes.get(name).await {
+        Ok(node) => node
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.key != unreachable)
+            .map(|t| serde_json::to_value(t).expect("a Taint serializes"))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(node = %name, error = %e, "Node not tainted unreachable");
+            return;
+        }
+    };
+    taints.push(json!({ "key": unreachable, "effect": "NoSchedule" }));
+    taints.push(json!({ "key": unreachable, "effect": "NoExecute", "timeAdded": now() }));
+    let patch = json!({ "spec": { "taints": taints } });
+    if let Err(e) = nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(node = %name, error = %e, "Node not tainted unreachable");
+    }
+}
+
+/// The conditions a kubelet reports (Ready and the three pressure conditions core Cluster API's
+/// `NodeHealthy` waits for), or, for a node that stopped answering, what the node lifecycle controller
+/// turns them into: all `Unknown`.
+fn node_conditions(ready: bool) -> Value {
+    let now = now();
+    let condition = |type_: &str, healthy: &str, reason: &str, message: &str| {
+        let (status, reason, message) = if ready {
+            (healthy, reason, message)
+        } else {
+            (
+                "Unknown",
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+            )
+        };
+        json!({ "type": type_, "status": status, "reason": reason, "message": message,
+            "lastHeartbeatTime": now, "lastTransitionTime": now })
+    };
+    json!([
+        condition(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
+        condition(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure"
+        ),
+        condition(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
+        condition(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status"
+        ),
+    ])
 }
 
 /// The kubelet's heartbeat, as far as the control plane looks at it.
@@ -897,15 +1005,15 @@ pub async fn set_node_ready(
     client: &kube::Client,
     name: &str,
     ip: Ipv4Addr,
+    version: Option<&str>,
     ready: bool,
 ) -> Result<(), BootError> {
+    let version = version.unwrap_or("v0.0.0");
     let nodes: Api<K8sNode> = Api::all(client.clone());
     let status = json!({ "status": {
         "addresses": [{ "type": "InternalIP", "address": ip.to_string() }, { "type": "Hostname", "address": name }],
-        "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "Unknown" },
-            "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" },
-            "message": "", "lastHeartbeatTime": now(), "lastTransitionTime": now() }],
-        "nodeInfo": { "kubeletVersion": "v1.33.1", "kubeProxyVersion": "v1.33.1", "machineID": "", "systemUUID": "", "bootID": "",
+        "conditions": node_conditions(ready),
+        "nodeInfo": { "kubeletVersion": version, "kubeProxyVersion": version, "machineID": "", "systemUUID": "", "bootID": "",
             "kernelVersion": "", "osImage": "sim", "containerRuntimeVersion": "sim://1", "operatingSystem": "linux", "architecture": "amd64" },
     } });
     nodes
@@ -985,15 +1093,28 @@ async fn register_static_pods(
 
 /// What core Cluster API and the kubelet leave behind when a node goes: its Node and mirror pods.
 pub async fn deregister(client: &kube::Client, node: &str) {
-    let now = kube::api::DeleteParams {
-        grace_period_seconds: Some(0),
-        ..Default::default()
-    };
+    forget_mirror_pods(client, node).await;
+    let _ = Api::<K8sNode>::all(client.clone())
+        .delete(node, &delete_now())
+        .await;
+}
+
+/// Deletes the mirror pods of a node that is gone, as the pod garbage collector of a controller manager
+/// would once its Node is deleted.
+pub async fn forget_mirror_pods(client: &kube::Client, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     for component in COMPONENTS {
-        let _ = pods.delete(&format!("{component}-{node}"), &now).await;
+        let _ = pods
+            .delete(&format!("{component}-{node}"), &delete_now())
+            .await;
     }
-    let _ = Api::<K8sNode>::all(client.clone()).delete(node, &now).await;
+}
+
+fn delete_now() -> kube::api::DeleteParams {
+    kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -202,7 +202,8 @@ pub async fn init(
         lb.add(api_server);
     }
     // The kubelet registers the Node before `upload-config` (kubeadm 1.30 annotates it there).
-    node::register_node(&local, req, &facts.node_name, true).await?;
+    node::register_node(&local, req, &facts.node_name).await?;
+    pods.serve_kubelet_api(netns)?;
     kubeadm
         .init_phases(&[
             &["upload-config", "all"],
@@ -292,7 +293,8 @@ pub async fn join(
 
     let (local, api_server) =
         start_api_server(&mut pods, plan, netns, &binaries.kube_apiserver).await?;
-    node::register_node(&local, req, &facts.node_name, true).await?;
+    node::register_node(&local, req, &facts.node_name).await?;
+    pods.serve_kubelet_api(netns)?;
     kubeadm
         .run(&["join", "phase", "control-plane-join", "mark-control-plane"])
         .await?;
@@ -339,6 +341,7 @@ fn finish(
         cluster_ca: Some(cluster_ca(plan)?),
         etcd: pods.take("etcd"),
         apiserver: pods.take("kube-apiserver"),
+        kubelet: pods.take(crate::kubelet::KUBELET_API),
         netns: req.netns.clone(),
     })
 }

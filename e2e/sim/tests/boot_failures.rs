@@ -106,6 +106,7 @@ async fn unusable_bootstrap_data_fails_the_machine_with_a_clear_message() {
             dir: plane.dir().join("sim"),
             namespace: Some(NS.into()),
             period: Duration::from_millis(200),
+            core: sim::controller::Core::StandIn,
         },
     );
 

@@ -113,6 +113,22 @@ pub fn etcdutl_current() -> Result<PathBuf, Error> {
     current_tool("etcdutl", "ETCDUTL_CURRENT", ETCD_CURRENT_FROM)
 }
 
+/// `sim-kubelet` (`hack/tools/k8s/cmd/sim-kubelet`): the kubelet's port-forward endpoint for simulated
+/// nodes, built with [`kube_apiserver_current`]. `$SIM_KUBELET` overrides.
+pub fn sim_kubelet() -> Result<PathBuf, Error> {
+    current_tool("sim-kubelet", "SIM_KUBELET", K8S_CURRENT_FROM)
+}
+
+/// Cluster API's core manager, built by `hack/install-testenv.sh` from `hack/tools/capi` next to clusterctl
+/// and Cluster API's kubeadm managers (see [`crate::capi::ClusterApi`]). `$CLUSTER_API_MANAGER` overrides.
+pub fn cluster_api_manager() -> Result<PathBuf, Error> {
+    current_tool(
+        crate::capi::CORE_MANAGER,
+        "CLUSTER_API_MANAGER",
+        "Cluster API's managers and clusterctl from hack/tools/capi",
+    )
+}
+
 /// The etcd releases the etcd integration tests run on: Debian's 3.4 (the old end, what kubeadm 1.20
 /// deployed) and the current release built from `hack/tools/etcd` (what kubeadm 1.34 deploys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

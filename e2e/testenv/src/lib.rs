@@ -6,6 +6,7 @@
 
 pub mod apiserver;
 pub mod binaries;
+pub mod capi;
 pub mod core_double;
 pub mod etcd;
 pub mod kubeadm;

@@ -101,6 +101,30 @@ impl ManagerProcess {
         })
     }
 
+    /// Starts a manager built with controller-runtime (Cluster API's), which takes its flags without a
+    /// subcommand: `args` must hold `--health-addr <health_addr>` and the flags serving webhooks with
+    /// `webhook`.
+    pub fn start_go(
+        binary: &Path,
+        args: &[String],
+        health_addr: String,
+        webhook: WebhookServing,
+        log_dir: &Path,
+    ) -> Result<Self> {
+        let name = binary
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "manager".into());
+        let mut cmd = Command::new(binary);
+        cmd.args(args);
+        let process = Process::spawn(&name, cmd, &log_dir.join(format!("{name}.log")))?;
+        Ok(Self {
+            process,
+            health_addr,
+            webhook: Some(webhook),
+        })
+    }
+
     pub fn health_addr(&self) -> &str {
         &self.health_addr
     }

@@ -61,7 +61,7 @@ impl Ca {
 
     /// A CA from an existing certificate and its PKCS#8 key, e.g. one a test also hands to a provider.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, Error> {
-        let key = KeyPair::from_pem(key_pem).map_err(pki_error)?;
+        let key = key_pair(key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(cert_pem, key).map_err(pki_error)?;
         Ok(Self {
             issuer,
@@ -127,6 +127,22 @@ impl CertPair {
     }
 }
 
+/// A private key in PEM: PKCS#8, or PKCS#1 (`RSA PRIVATE KEY`), as Cluster API's own bootstrap provider
+/// and kubeadm write RSA keys.
+fn key_pair(pem: &str) -> Result<KeyPair, Error> {
+    if pem.contains("-----BEGIN RSA PRIVATE KEY-----") {
+        use rsa::pkcs1::DecodeRsaPrivateKey;
+        use rsa::pkcs8::EncodePrivateKey;
+        let key = rsa::RsaPrivateKey::from_pkcs1_pem(pem)
+            .map_err(|e| Error::Pki(format!("RSA private key (PKCS#1): {e}")))?;
+        let der = key
+            .to_pkcs8_der()
+            .map_err(|e| Error::Pki(format!("RSA private key to PKCS#8: {e}")))?;
+        return KeyPair::try_from(der.as_bytes()).map_err(pki_error);
+    }
+    KeyPair::from_pem(pem).map_err(pki_error)
+}
+
 /// The hosts a process listening on 127.0.0.1 is reached by.
 pub const LOOPBACK_HOSTS: &[&str] = &["127.0.0.1", "localhost"];
 
@@ -157,4 +173,64 @@ fn write_pair(dir: &Path, stem: &str, cert: &str, key: &str) -> Result<CertFiles
 
 fn pki_error(e: rcgen::Error) -> Error {
     Error::Pki(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// A CA whose key is PKCS#1, as Cluster API's bootstrap provider writes it, signs certificates that
+    /// openssl accepts.
+    #[test]
+    fn a_ca_with_a_pkcs1_rsa_key_signs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key8, key1, ca) = (
+            dir.path().join("key8.pem"),
+            dir.path().join("key1.pem"),
+            dir.path().join("ca.pem"),
+        );
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl").args(args).output().unwrap();
+            assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        };
+        let path = |p: &Path| p.display().to_string();
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=pkcs1-ca",
+            "-days",
+            "1",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            "-keyout",
+            &path(&key8),
+            "-out",
+            &path(&ca),
+        ]);
+        openssl(&[
+            "rsa",
+            "-in",
+            &path(&key8),
+            "-traditional",
+            "-out",
+            &path(&key1),
+        ]);
+        let key_pem = std::fs::read_to_string(&key1).unwrap();
+        assert!(key_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        let cert_pem = std::fs::read_to_string(&ca).unwrap();
+        let ca_ = Ca::from_pem(&cert_pem, &key_pem).expect("a PKCS#1 CA key is read");
+        let leaf = ca_
+            .issue("leaf", None, &["127.0.0.1"], Usage::Server)
+            .unwrap()
+            .write(dir.path(), "leaf")
+            .unwrap();
+        openssl(&["verify", "-CAfile", &path(&ca), &path(&leaf.cert)]);
+    }
 }

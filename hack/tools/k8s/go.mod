@@ -1,6 +1,7 @@
 // kube-apiserver and kubeadm built from k8s.io/kubernetes as a Go module (hack/install-testenv.sh builds
-// ./cmd/... of this module). The k8s.io/kubernetes version below is the one place that pins them; the
-// script reads it from here for the version it stamps into the binaries (-ldflags -X).
+// ./cmd/... of this module), and sim-kubelet, the kubelet's port-forward endpoint for simulated nodes.
+// The k8s.io/kubernetes version below is the one place that pins them; the script reads it from here
+// for the version it stamps into the binaries (-ldflags -X).
 //
 // k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging/src/k8s.io/*,
 // which only works inside its own repository. As a dependency, each must be replaced by its published
@@ -17,7 +18,9 @@ go 1.24.0
 godebug default=go1.24
 
 require (
+	k8s.io/apimachinery v0.34.4
 	k8s.io/component-base v0.34.4
+	k8s.io/kubelet v0.34.4
 	k8s.io/kubernetes v1.34.4
 )
 
@@ -129,7 +132,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.34.4 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.34.4 // indirect
 	k8s.io/apiserver v0.34.4 // indirect
 	k8s.io/cli-runtime v0.0.0 // indirect
 	k8s.io/client-go v0.34.4 // indirect
@@ -148,7 +150,6 @@ require (
 	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
 	k8s.io/kube-proxy v0.0.0 // indirect
-	k8s.io/kubelet v0.34.4 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/system-validators v1.10.2 // indirect

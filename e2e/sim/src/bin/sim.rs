@@ -35,7 +35,7 @@ enum Command {
         #[arg(long)]
         namespace: Option<String>,
     },
-    /// Write the CRDs of SimCluster, SimMachine and SimMachineTemplate.
+    /// Write the CRDs of SimCluster, SimClusterTemplate, SimMachine and SimMachineTemplate.
     Crds {
         /// Write nothing; fail when a file differs.
         #[arg(long)]
@@ -105,6 +105,7 @@ async fn run(kubeconfig: PathBuf, dir: PathBuf, namespace: Option<String>) -> Re
             dir,
             namespace,
             period: Duration::from_millis(500),
+            core: sim::controller::Core::StandIn,
         },
     );
     tracing::info!("simulating machines; Ctrl-C stops every node");

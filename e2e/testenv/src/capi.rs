@@ -1,0 +1,292 @@
+//! Cluster API's own release as `hack/install-testenv.sh` builds it from `hack/tools/capi`: the core
+//! manager, clusterctl, the kubeadm bootstrap and control-plane managers, and each manager's CRDs and
+//! webhook manifests copied from the same module. [`start_core`] runs the core manager against a
+//! management plane the way its release manifests would, minus the Pod: its CRDs with their conversion
+//! webhook, its admission webhooks, and the process serving both on loopback.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, WebhookClientConfig, WebhookConversion,
+};
+use kube::Resource;
+
+use crate::manager::{ManagerProcess, WebhookServing};
+use crate::{Error, ManagementPlane, Result};
+
+/// The manager binaries of a Cluster API release.
+pub const CORE_MANAGER: &str = "cluster-api-manager";
+pub const CLUSTERCTL: &str = "clusterctl";
+pub const KUBEADM_BOOTSTRAP_MANAGER: &str = "capi-kubeadm-bootstrap-manager";
+pub const KUBEADM_CONTROL_PLANE_MANAGER: &str = "capi-kubeadm-control-plane-manager";
+
+/// Which manager's manifests: `config/<part>/{crd,webhook}` of the cached release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Core,
+    KubeadmBootstrap,
+    KubeadmControlPlane,
+}
+
+impl Part {
+    /// The manager binary of this part.
+    pub fn binary(self) -> &'static str {
+        match self {
+            Part::Core => CORE_MANAGER,
+            Part::KubeadmBootstrap => KUBEADM_BOOTSTRAP_MANAGER,
+            Part::KubeadmControlPlane => KUBEADM_CONTROL_PLANE_MANAGER,
+        }
+    }
+
+    fn folder(self) -> &'static str {
+        match self {
+            Part::Core => "core",
+            Part::KubeadmBootstrap => "bootstrap",
+            Part::KubeadmControlPlane => "controlplane",
+        }
+    }
+}
+
+/// A cached Cluster API release: `<dir>/bin/*` and `<dir>/config/*`.
+#[derive(Clone, Debug)]
+pub struct ClusterApi {
+    dir: PathBuf,
+}
+
+impl ClusterApi {
+    /// `$CLUSTER_API_DIR`, else the newest `tools-*` folder of [`crate::binaries::cache_root`] holding
+    /// `bin/cluster-api-manager`.
+    pub fn find() -> Result<Self> {
+        let core = crate::binaries::cluster_api_manager()?;
+        let dir = core
+            .parent()
+            .and_then(Path::parent)
+            .expect("a binary under <dir>/bin")
+            .to_path_buf();
+        let release = Self { dir };
+        for bin in [
+            CLUSTERCTL,
+            KUBEADM_BOOTSTRAP_MANAGER,
+            KUBEADM_CONTROL_PLANE_MANAGER,
+        ] {
+            let path = release.binary(bin);
+            if !path.is_file() {
+                return Err(Error::MissingBinary {
+                    name: bin.into(),
+                    hint: format!(
+                        "{} is missing next to {}; run `hack/install-testenv.sh`",
+                        path.display(),
+                        core.display()
+                    ),
+                });
+            }
+        }
+        Ok(release)
+    }
+
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.dir.join("bin").join(name)
+    }
+
+    /// The release's version as clusterctl reports it (e.g. `v1.14.2`).
+    pub fn version(&self) -> Result<String> {
+        let out = std::process::Command::new(self.binary(CLUSTERCTL))
+            .args(["version", "-o", "short"])
+            .output()
+            .map_err(|e| Error::io("clusterctl version", e))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The CRDs of one manager as its release ships them: generated, with the labels of the CRDs'
+    /// kustomization (the contract labels); no conversion webhook yet (see [`with_conversion_at`]).
+    pub fn crds(&self, part: Part) -> Result<Vec<CustomResourceDefinition>> {
+        let labels = self.crd_labels(part)?;
+        let folder = self.dir.join("config").join(part.folder()).join("crd");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+            .map_err(|e| Error::io(format!("read {}", folder.display()), e))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|file| {
+                let mut crd: CustomResourceDefinition = read_yaml(file)?;
+                crd.meta_mut()
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .extend(labels.clone());
+                Ok(crd)
+            })
+            .collect()
+    }
+
+    /// The `labels[].pairs` of the kustomization of one manager's CRDs.
+    fn crd_labels(&self, part: Part) -> Result<std::collections::BTreeMap<String, String>> {
+        let file = self
+            .dir
+            .join("config")
+            .join(part.folder())
+            .join("crd-kustomization.yaml");
+        let kustomization: serde_json::Value = read_yaml(&file)?;
+        let mut labels = std::collections::BTreeMap::new();
+        for entry in kustomization["labels"].as_array().into_iter().flatten() {
+            for (key, value) in entry["pairs"].as_object().into_iter().flatten() {
+                let value = value.as_str().ok_or_else(|| {
+                    Error::Other(format!("{}: label {key} is not a string", file.display()))
+                })?;
+                labels.insert(key.clone(), value.to_owned());
+            }
+        }
+        Ok(labels)
+    }
+
+    /// The admission webhooks of one manager, each pointed at `serving` and named after the manager
+    /// so that they sit next to other managers' configurations.
+    pub fn webhooks(
+        &self,
+        part: Part,
+        serving: &WebhookServing,
+    ) -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration)> {
+        let file = self
+            .dir
+            .join("config")
+            .join(part.folder())
+            .join("webhook/manifests.yaml");
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| Error::io(format!("read {}", file.display()), e))?;
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+            .map_err(|e| Error::Other(format!("{}: {e}", file.display())))?;
+        let mut mutating = None;
+        let mut validating = None;
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            match doc["kind"].as_str() {
+                Some("MutatingWebhookConfiguration") => {
+                    mutating = Some(from_value::<MutatingWebhookConfiguration>(doc, &file)?)
+                }
+                Some("ValidatingWebhookConfiguration") => {
+                    validating = Some(from_value::<ValidatingWebhookConfiguration>(doc, &file)?)
+                }
+                other => {
+                    return Err(Error::Other(format!(
+                        "{}: unexpected document of kind {other:?}",
+                        file.display()
+                    )));
+                }
+            }
+        }
+        let (Some(mut mutating), Some(mut validating)) = (mutating, validating) else {
+            return Err(Error::Other(format!(
+                "{}: expected one mutating and one validating configuration",
+                file.display()
+            )));
+        };
+        let prefix = format!("capi-{}", part.folder());
+        mutating.meta_mut().name = Some(format!("{prefix}-mutating-webhook-configuration"));
+        validating.meta_mut().name = Some(format!("{prefix}-validating-webhook-configuration"));
+        crate::webhooks::mutating_at(&mut mutating, &serving.url(), &serving.ca_pem)?;
+        crate::webhooks::validating_at(&mut validating, &serving.url(), &serving.ca_pem)?;
+        Ok((mutating, validating))
+    }
+}
+
+/// The CRD with its versions converted by the webhook at `serving` (`/convert`), as the release's
+/// kustomize patches configure every CRD serving more than one version.
+pub fn with_conversion_at(
+    mut crd: CustomResourceDefinition,
+    serving: &WebhookServing,
+) -> Result<CustomResourceDefinition> {
+    if crd.spec.versions.len() > 1 {
+        crd.spec.conversion = Some(CustomResourceConversion {
+            strategy: "Webhook".into(),
+            webhook: Some(WebhookConversion {
+                conversion_review_versions: vec!["v1".into()],
+                client_config: Some(WebhookClientConfig {
+                    url: Some(format!("{}/convert", serving.url())),
+                    ca_bundle: Some(ByteString(serving.ca_pem.as_bytes().to_vec())),
+                    service: None,
+                }),
+            }),
+        });
+    }
+    Ok(crd)
+}
+
+/// Installs Cluster API's core CRDs (conversion through the manager), registers its admission webhooks
+/// and starts `cluster-api-manager` with `extra_args`, logging into the plane's folder; returns once
+/// it answers `/readyz`. The topology controller (`ClusterTopology`) is on, as clusterctl users enable
+/// it for ClusterClass.
+pub async fn start_core(
+    plane: &ManagementPlane,
+    release: &ClusterApi,
+    extra_args: &[&str],
+) -> Result<ManagerProcess> {
+    let mut args = vec!["--feature-gates=ClusterTopology=true"];
+    args.extend_from_slice(extra_args);
+    start_manager(plane, release, Part::Core, &args).await
+}
+
+/// Like [`start_core`] for any of the release's managers: its CRDs (conversion through it), its
+/// admission webhooks, and the process (`capi-kubeadm-bootstrap-manager` and
+/// `capi-kubeadm-control-plane-manager` are the peer of ours).
+pub async fn start_manager(
+    plane: &ManagementPlane,
+    release: &ClusterApi,
+    part: Part,
+    extra_args: &[&str],
+) -> Result<ManagerProcess> {
+    let binary = release.binary(part.binary());
+    let name = part.binary();
+    let log_dir = plane.dir();
+    let health_port = crate::ports::free_port()?;
+    let serving = WebhookServing::new(&log_dir.join(format!("{name}-{health_port}-certs")))?;
+    let crds = release
+        .crds(part)?
+        .into_iter()
+        .map(|crd| with_conversion_at(crd, &serving))
+        .collect::<Result<Vec<_>>>()?;
+    plane.install_crds(&crds).await?;
+    let (mutating, validating) = release.webhooks(part, &serving)?;
+    crate::webhooks::register(&plane.client().await?, &mutating, &validating).await?;
+
+    let diagnostics_port = crate::ports::free_port()?;
+    let mut args: Vec<String> = vec![
+        "--kubeconfig".into(),
+        plane.kubeconfig_path().display().to_string(),
+        "--health-addr".into(),
+        format!("127.0.0.1:{health_port}"),
+        "--diagnostics-address".into(),
+        format!("127.0.0.1:{diagnostics_port}"),
+        "--insecure-diagnostics".into(),
+        "--webhook-port".into(),
+        serving.port.to_string(),
+        "--webhook-cert-dir".into(),
+        serving.cert_dir.display().to_string(),
+    ];
+    args.extend(extra_args.iter().map(|a| a.to_string()));
+    let mut manager = ManagerProcess::start_go(
+        &binary,
+        &args,
+        format!("127.0.0.1:{health_port}"),
+        serving,
+        log_dir,
+    )?;
+    let timeout = crate::timeout_from_env("CAPI_READY_TIMEOUT", Duration::from_secs(90));
+    manager.wait_ready(timeout).await?;
+    Ok(manager)
+}
+
+fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::io(format!("read {}", file.display()), e))?;
+    serde_saphyr::from_str(&text).map_err(|e| Error::Other(format!("{}: {e}", file.display())))
+}
+
+fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value, file: &Path) -> Result<T> {
+    serde_json::from_value(value).map_err(|e| Error::Other(format!("{}: {e}", file.display())))
+}
