@@ -4,7 +4,7 @@ CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-IMAGE ?= kubeadm-providers:v$(VERSION)
+IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
 .PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench
@@ -51,7 +51,7 @@ bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers prin
 	$(CARGO) bench -p kubeadm-webhook --bench admission
 	$(CARGO) bench -p kubeadm-controlplane --bench reconcile
 
-image: ## Build the container image with both managers (kubeadm-providers:v<version>, as the release manifests name it); needs Docker or Podman
+image: ## Build the container image with both managers (docker.io/library/kubeadm-providers:v<version>, as the release manifests name it); needs Docker or Podman
 	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
 		echo "make image: no container engine answers here (tried: $(or $(CONTAINER_ENGINE),docker and podman, neither installed)); start Docker or Podman, or set CONTAINER_ENGINE" >&2; \
 		exit 1; \

@@ -1,6 +1,7 @@
-//! One scenario's world: a management plane with every CRD installed, `bootstrap-manager` and
-//! `controlplane-manager` as processes serving their webhooks through the apiserver, and the simulator.
-//! Dropping it stops the nodes, the managers and the management plane, in that order.
+//! One scenario's world: a management plane with every CRD installed, Cluster API's own core manager,
+//! `bootstrap-manager` and `controlplane-manager` as processes serving their webhooks through the
+//! apiserver, and the simulator as the infrastructure provider. Dropping it stops the nodes, the
+//! managers and the management plane, in that order.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use sim::controller::Core;
 use sim::{Sim, SimOptions};
 use testenv::ManagementPlane;
 use testenv::manager::ManagerProcess;
@@ -21,6 +23,16 @@ pub const SIM_TEMPLATE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../templates/cluster-template-sim.yaml"
 );
+/// The ClusterClass (with its templates) this project ships for simulated infrastructure.
+pub const SIM_CLUSTER_CLASS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../templates/cluster-class-sim.yaml"
+);
+/// A Cluster of that class.
+pub const SIM_TOPOLOGY_TEMPLATE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../templates/cluster-template-topology-sim.yaml"
+);
 /// The clusterctl settings the templates are rendered with.
 pub const CLUSTERCTL_EXAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -30,7 +42,12 @@ pub const CLUSTERCTL_EXAMPLE: &str = concat!(
 pub struct Env {
     // Field order is drop order: nodes first, then the managers, then the management plane.
     pub sim: Sim,
+    /// Cluster API's core manager (Machines, MachineSets, MachineDeployments, MachineHealthChecks).
+    pub core: ManagerProcess,
+    /// Our managers; empty in the peer's world.
     pub managers: Vec<Manager>,
+    /// Cluster API's own kubeadm managers in the peer's world ([`Env::start_peer`]); else empty.
+    pub peer: Vec<ManagerProcess>,
     manager_pids: Vec<u32>,
     pub crds: Vec<CustomResourceDefinition>,
     pub plane: ManagementPlane,
@@ -58,11 +75,43 @@ pub fn manager_binary(name: &str, var: &str) -> PathBuf {
     path
 }
 
+/// Our providers' CRDs and the simulated infrastructure's; Cluster API's core CRDs come with its
+/// manager ([`start_core`]).
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     let mut crds = kubeadm_api::crd::provider_crds();
-    crds.extend(kubeadm_api::crd::core_crds());
     crds.extend(sim::api::crds());
     crds
+}
+
+/// Whose bootstrap and control-plane managers run.
+enum Providers<'a> {
+    /// Ours, with these `controlplane-manager run` arguments.
+    Ours(&'a [&'a str]),
+    /// Cluster API's own (the peer).
+    ClusterApi,
+}
+
+/// Starts Cluster API's own kubeadm bootstrap and control-plane managers, each with its CRDs and
+/// webhooks, against `plane`.
+pub async fn start_peer_managers(plane: &ManagementPlane) -> Result<Vec<ManagerProcess>, String> {
+    use testenv::capi::Part;
+    let release = testenv::capi::ClusterApi::find().map_err(|e| e.to_string())?;
+    let mut started = Vec::new();
+    for part in [Part::KubeadmBootstrap, Part::KubeadmControlPlane] {
+        let manager = testenv::capi::start_manager(plane, &release, part, &[])
+            .await
+            .map_err(|e| format!("{}: {e}", part.binary()))?;
+        started.push(manager);
+    }
+    Ok(started)
+}
+
+/// Installs Cluster API's core CRDs and webhooks and starts its core manager against `plane`.
+pub async fn start_core(plane: &ManagementPlane) -> Result<ManagerProcess, String> {
+    let release = testenv::capi::ClusterApi::find().map_err(|e| e.to_string())?;
+    testenv::capi::start_core(plane, &release, &[])
+        .await
+        .map_err(|e| format!("Cluster API's core manager: {e}"))
 }
 
 /// Starts `bootstrap-manager` and `controlplane-manager` (with `controlplane_args`) against `plane`, waits
@@ -83,11 +132,17 @@ pub async fn start_managers(
     ] {
         let binary = manager_binary(name, var);
         let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        args.extend(
-            testenv::webhooks::local_args(&binary)
-                .iter()
-                .map(|a| a.to_string()),
-        );
+        // The local defaults, unless the scenario chose the flag itself.
+        let chosen = |local: &str| {
+            let flag = local.split('=').next().unwrap_or(local);
+            args.iter().any(|a| a.split('=').next() == Some(flag))
+        };
+        let local: Vec<String> = testenv::webhooks::local_args(&binary)
+            .iter()
+            .filter(|a| !chosen(a))
+            .map(|a| a.to_string())
+            .collect();
+        args.extend(local);
         let process = start_manager(plane, crds, &binary, &args).await?;
         managers.push(Manager {
             process,
@@ -194,6 +249,16 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> Result<(), String>
 impl Env {
     /// Starts everything; `controlplane_args` go to `controlplane-manager run`.
     pub async fn start(controlplane_args: &[&str]) -> Env {
+        Self::start_with(Providers::Ours(controlplane_args)).await
+    }
+
+    /// The same world with Cluster API's own kubeadm bootstrap and control-plane managers in place of
+    /// ours: the peer we measure ourselves against.
+    pub async fn start_peer() -> Env {
+        Self::start_with(Providers::ClusterApi).await
+    }
+
+    async fn start_with(providers: Providers<'_>) -> Env {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -205,11 +270,26 @@ impl Env {
         let plane = ManagementPlane::start()
             .await
             .expect("management plane starts");
-        let crds = all_crds();
+        let crds = match providers {
+            Providers::Ours(_) => all_crds(),
+            Providers::ClusterApi => sim::api::crds(),
+        };
         plane.install_crds(&crds).await.expect("CRDs install");
-        let mut managers = start_managers(&plane, &crds, controlplane_args)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut core = start_core(&plane).await.unwrap_or_else(|e| panic!("{e}"));
+        let (mut managers, mut peer) = match providers {
+            Providers::Ours(controlplane_args) => (
+                start_managers(&plane, &crds, controlplane_args)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+                Vec::new(),
+            ),
+            Providers::ClusterApi => (
+                Vec::new(),
+                start_peer_managers(&plane)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            ),
+        };
         let client = plane.client().await.unwrap();
         let sim = Sim::start(
             client.clone(),
@@ -217,16 +297,21 @@ impl Env {
                 dir: plane.dir().join("sim"),
                 namespace: Some(NS.into()),
                 period: Duration::from_millis(300),
+                core: Core::ClusterApi,
             },
         );
         println!("environment up in {:.1?}", started.elapsed());
-        let manager_pids = managers
+        let mut manager_pids: Vec<u32> = managers
             .iter_mut()
             .map(|m| m.process.process().pid())
             .collect();
+        manager_pids.extend(peer.iter_mut().map(|m| m.process().pid()));
+        manager_pids.push(core.process().pid());
         Env {
             sim,
+            core,
             managers,
+            peer,
             manager_pids,
             crds,
             plane,
@@ -318,11 +403,26 @@ impl Env {
         timeout: Duration,
         what: &str,
     ) {
+        let cluster = kcp.trim_end_matches("-control-plane");
+        self.wait_control_plane_of(cluster, kcp, replicas, timeout, what)
+            .await
+    }
+
+    /// [`Env::wait_control_plane`] for a control plane not named after its cluster (e.g. one the
+    /// topology controller created).
+    pub async fn wait_control_plane_of(
+        &self,
+        cluster: &str,
+        kcp: &str,
+        replicas: i32,
+        timeout: Duration,
+        what: &str,
+    ) {
         let deadline = Instant::now() + timeout;
         loop {
             let status = self.kcp(kcp).await.status.unwrap_or_default();
             let machines: Vec<Machine> = self
-                .machines(kcp.trim_end_matches("-control-plane"))
+                .machines(cluster)
                 .await
                 .into_iter()
                 .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
@@ -395,8 +495,11 @@ impl Env {
         let logs: Vec<String> = self
             .managers
             .iter()
-            .map(|m| {
-                let log = m.process.log();
+            .map(|m| &m.process)
+            .chain(&self.peer)
+            .chain([&self.core])
+            .map(|process| {
+                let log = process.log();
                 let tail: Vec<&str> = log.lines().rev().take(25).collect();
                 format!(
                     "--- manager log tail ---\n{}",
@@ -411,16 +514,21 @@ impl Env {
 /// `templates/cluster-template-sim.yaml` rendered with the settings of `templates/clusterctl.yaml.example`
 /// and `vars` on top, as `controlplane-manager generate cluster --config` renders it.
 pub fn render_sim_template(vars: &BTreeMap<&str, String>) -> String {
+    render_template(SIM_TEMPLATE, vars)
+}
+
+/// A template of `templates/` (its path) rendered like [`render_sim_template`].
+pub fn render_template(path: &str, vars: &BTreeMap<&str, String>) -> String {
     use kubeadm_controlplane::cluster_template::{Settings, generate};
-    let text = std::fs::read_to_string(SIM_TEMPLATE).unwrap();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let example = std::fs::read_to_string(CLUSTERCTL_EXAMPLE).unwrap();
     let mut settings =
         Settings::from_clusterctl_yaml("templates/clusterctl.yaml.example", &example).unwrap();
     for (name, value) in vars {
         settings.set(name, value.clone());
     }
-    generate(&text, "templates/cluster-template-sim.yaml", &settings)
-        .unwrap_or_else(|e| panic!("{e}"))
+    let shown = path.rsplit_once("/../../").map_or(path, |(_, p)| p);
+    generate(&text, shown, &settings).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Waits until none of `pids` runs (bounded), returning those still alive.

@@ -222,6 +222,7 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
         println!("{what}: {:.1?}", step.elapsed());
     }
     let samples = assert_membership_was_safe(&watch, "1 → 3 → 5 → 3");
+    assert_machines_ready_through_our_gates(&env, cluster).await;
     if !imitation_asked() {
         assert_static_pods_come_from_kubeadm(&env, cluster).await;
     }
@@ -257,16 +258,59 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
     );
 }
 
+/// Every control-plane Machine is Ready by Cluster API's core manager, which waits for the readiness
+/// gates the control plane set: the conditions it reports itself, `UpToDate` with them.
+async fn assert_machines_ready_through_our_gates(env: &Env, cluster: &str) {
+    let gates = [
+        "NodeKubeadmLabelsAndTaintsSet",
+        "APIServerPodHealthy",
+        "ControllerManagerPodHealthy",
+        "SchedulerPodHealthy",
+        "EtcdPodHealthy",
+        "EtcdMemberHealthy",
+    ];
+    let machines = env.machines(cluster).await;
+    let control_planes = machines
+        .iter()
+        .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"));
+    for machine in control_planes {
+        let name = machine.name_any();
+        let on_machine: Vec<&str> = machine
+            .spec
+            .readiness_gates
+            .iter()
+            .map(|g| g.condition_type.as_str())
+            .collect();
+        assert_eq!(on_machine, gates, "{name}: readiness gates");
+        let conditions = &machine.status.as_ref().expect("status").conditions;
+        for type_ in gates.iter().chain(&["UpToDate", "Ready"]) {
+            let condition = conditions.iter().find(|c| c.type_ == *type_);
+            assert!(
+                condition.is_some_and(|c| c.status == "True"),
+                "{name}: {type_} is {condition:?}"
+            );
+        }
+    }
+}
+
 /// Kubernetes 1.30 is the newest release the renderer writes kubeadm API v1beta3 for: every node's
 /// configuration is read by kubeadm 1.30 before it boots (a refusal fails the machine), the control
-/// plane grows to three members through learners and the worker joins through the endpoint.
+/// plane grows to three members through learners and the worker joins through the endpoint. The
+/// controller reaches etcd as it does by default in a real cluster: through `pods/portforward`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kubernetes_1_30_cluster_boots_from_v1beta3_configurations_kubeadm_1_30_accepts() {
     use k8s_openapi::api::core::v1::Secret;
     use kubeadm_api::cluster::v1beta2::Machine;
     let cluster = "old";
     let kcp = "old-control-plane";
-    let env = Env::start(&[]).await;
+    // etcd through the workload API server's pods/portforward and the node's kubelet endpoint, the
+    // controller's default, where nodes have one (real kubeadm in network namespaces).
+    let access: &[&str] = if imitation_asked() {
+        &[]
+    } else {
+        &["--etcd-access=port-forward"]
+    };
+    let env = Env::start(access).await;
     let mut vars = vars(cluster, 3, 1);
     vars.insert("KUBERNETES_VERSION", "v1.30.14".into());
     env.apply_template(&vars).await;
@@ -612,8 +656,45 @@ async fn wait_remediated(env: &Env, cluster: &str, pids: &mut BTreeSet<u32>) -> 
     }
 }
 
+/// Waits until a MachineHealthCheck marked `machine` unhealthy (`HealthCheckSucceeded` False) and the
+/// Machine is gone.
+async fn wait_health_check_remediated(
+    env: &Env,
+    cluster: &str,
+    machine: &str,
+    pids: &mut BTreeSet<u32>,
+) {
+    let deadline = Instant::now() + step_timeout();
+    let mut marked = false;
+    loop {
+        let machines = env.machines(cluster).await;
+        let current = machines.iter().find(|m| m.name_any() == machine);
+        marked |= current.is_some_and(|m| {
+            m.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "HealthCheckSucceeded" && c.status == "False")
+            })
+        });
+        pids.extend(env.pids());
+        if current.is_none() {
+            assert!(
+                marked,
+                "{machine} went without a MachineHealthCheck marking it"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{machine} was not remediated (marked by the MachineHealthCheck: {marked})\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slow_crashing_and_lost_joiners_never_cost_quorum() {
+async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_replaces_the_lost() {
     let started = Instant::now();
     let cluster = "flaky";
     let kcp = "flaky-control-plane";
@@ -692,6 +773,27 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum() {
         .await
         .expect("the workload API answers through the endpoint after the loss");
     assert_eq!(nodes.items.len(), 3, "all three nodes still registered");
+
+    // Cluster API's own MachineHealthCheck finds the lost node unhealthy; the control plane remediates
+    // the machine (its member goes first), and a new one joins.
+    let lost = applied[2].1.clone();
+    env.apply(&format!(
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {kcp}\n\
+         spec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/control-plane: \"\"\n\
+         \x20 checks:\n    nodeStartupTimeoutSeconds: 600\n    unhealthyNodeConditions:\n\
+         \x20   - {{type: Ready, status: Unknown, timeoutSeconds: 10}}\n\
+         \x20   - {{type: Ready, status: \"False\", timeoutSeconds: 10}}\n"
+    ))
+    .await;
+    wait_health_check_remediated(&env, cluster, &lost, &mut pids).await;
+    env.wait_control_plane(kcp, 3, step_timeout(), "after the loss")
+        .await;
+    let names = control_plane_machine_names(&env, cluster).await;
+    assert!(!names.contains(&lost), "{lost} still among {names:?}");
+    watch
+        .wait_voters(names, Duration::from_secs(60), "after the loss")
+        .await;
+    pids.extend(env.pids());
 
     let samples = assert_membership_was_safe(&watch, "flaky joiners");
     assert_eq!(membership_events(&env, "RemoveUnstartedMember").await, 1);

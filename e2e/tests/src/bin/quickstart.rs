@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use e2e_tests::env::{NS, SIM_TEMPLATE, all_crds, apply_yaml, start_managers};
+use e2e_tests::env::{NS, SIM_TEMPLATE, all_crds, apply_yaml, start_core, start_managers};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
@@ -90,6 +90,8 @@ async fn run(args: &Args) -> Result<(), String> {
         started,
         "starting bootstrap-manager and controlplane-manager with their webhooks",
     );
+    step(started, "starting Cluster API's core manager");
+    let _core = start_core(&plane).await?;
     let _managers = start_managers(&plane, &crds, &[]).await?;
     let client = plane
         .client()
@@ -102,6 +104,7 @@ async fn run(args: &Args) -> Result<(), String> {
             dir: workdir.join("nodes"),
             namespace: Some(NS.into()),
             period: Duration::from_millis(300),
+            core: sim::controller::Core::ClusterApi,
         },
     );
 
