@@ -10,7 +10,8 @@
 #     (hack/tools/k8s) and etcd, etcdctl, etcdutl of go.etcd.io/etcd (hack/tools/etcd), plus kubeadm 1.30
 #     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
 #     written for Kubernetes < 1.31, and Cluster API's own managers and clusterctl of sigs.k8s.io/cluster-api
-#     (hack/tools/capi) with the CRDs and webhook manifests of that module. Their versions are pinned in
+#     (hack/tools/capi) with the CRDs and webhook manifests of that module, and kustomize
+#     (hack/tools/kustomize), which builds Cluster API's core components from them. Their versions are pinned in
 #     those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
@@ -37,6 +38,7 @@ CURRENT_K8S_SRC="$TOOLS_SRC/k8s"
 CURRENT_ETCD_SRC="$TOOLS_SRC/etcd"
 KUBEADM_V1BETA3_SRC="$TOOLS_SRC/k8s-v1beta3"
 CAPI_SRC="$TOOLS_SRC/capi"
+KUSTOMIZE_SRC="$TOOLS_SRC/kustomize"
 # Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
 CURRENT_RECIPE="c2"
 # The oldest Go that builds hack/tools (its go.mod says `go 1.22`).
@@ -441,12 +443,40 @@ build_current_etcd() {
   say "etcd, etcdctl and etcdutl $version cached in $dir/bin"
 }
 
+# The manifests of the sigs.k8s.io/cluster-api version required in hack/tools/capi/go.mod, copied from the
+# module into $1/config: for each manager its CRDs (crd/), the kustomization of the CRDs
+# (crd-kustomization.yaml: the labels the release adds) and webhook/manifests.yaml; the core's whole
+# config/ folder as core/kustomize/ (what its release's core-components.yaml is built from with
+# `kustomize build core/kustomize/default`) and the module's metadata.yaml (its releaseSeries).
+copy_capi_config() {
+  local dir="$1" module_dir part from
+  module_dir=$(module_go "$CAPI_SRC" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) \
+    || die "go list -m sigs.k8s.io/cluster-api in $CAPI_SRC failed"
+  rm -rf "$dir/config.tmp"
+  for part in core:core bootstrap:bootstrap/kubeadm controlplane:controlplane/kubeadm; do
+    from="$module_dir/${part#*:}/config"
+    [ -d "$from/crd/bases" ] && [ -f "$from/webhook/manifests.yaml" ] \
+      || die "sigs.k8s.io/cluster-api in $module_dir has no ${part#*:}/config/crd/bases or webhook/manifests.yaml"
+    mkdir -p "$dir/config.tmp/${part%%:*}/webhook"
+    cp -r "$from/crd/bases" "$dir/config.tmp/${part%%:*}/crd"
+    # Its labels (the contract labels of the kubeadm providers' CRDs) are part of the release's CRDs.
+    cp "$from/crd/kustomization.yaml" "$dir/config.tmp/${part%%:*}/crd-kustomization.yaml"
+    cp "$from/webhook/manifests.yaml" "$dir/config.tmp/${part%%:*}/webhook/"
+  done
+  [ -f "$module_dir/core/config/default/kustomization.yaml" ] && [ -f "$module_dir/metadata.yaml" ] \
+    || die "sigs.k8s.io/cluster-api in $module_dir has no core/config/default/kustomization.yaml or metadata.yaml"
+  cp -r "$module_dir/core/config" "$dir/config.tmp/core/kustomize"
+  cp "$module_dir/metadata.yaml" "$dir/config.tmp/metadata.yaml"
+  chmod -R u+w "$dir/config.tmp"
+  rm -rf "$dir/config"
+  mv "$dir/config.tmp" "$dir/config"
+}
+
 # Cluster API of the sigs.k8s.io/cluster-api version required in hack/tools/capi/go.mod: the core manager,
-# clusterctl and the kubeadm bootstrap and control-plane managers into $1/bin, and the CRDs and webhook
-# manifests of each manager from the module into $1/config/{core,bootstrap,controlplane}/{crd,webhook},
-# with the kustomization of the CRDs (crd-kustomization.yaml: the labels the release adds).
+# clusterctl and the kubeadm bootstrap and control-plane managers into $1/bin, its manifests into $1/config
+# (copy_capi_config).
 build_current_capi() {
-  local dir="$1" src="$CAPI_SRC" version module_dir ldflags pkg out part from
+  local dir="$1" src="$CAPI_SRC" version ldflags pkg out
   version=$(required_version "$src" sigs.k8s.io/cluster-api)
   [[ "$version" =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "$src/go.mod: no sigs.k8s.io/cluster-api v1.N.P requirement (found '$version')"
   local minor="${BASH_REMATCH[1]}"
@@ -471,21 +501,23 @@ build_current_capi() {
   out=$("$dir.tmp/bin/clusterctl" version -o short 2>&1) || true
   [ "$out" = "$version" ] || { rm -rf "$dir.tmp"; die "the built clusterctl says '$out', not '$version'"; }
 
-  module_dir=$(module_go "$src" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) \
-    || die "go list -m sigs.k8s.io/cluster-api in $src failed"
-  for part in core:core bootstrap:bootstrap/kubeadm controlplane:controlplane/kubeadm; do
-    from="$module_dir/${part#*:}/config"
-    [ -d "$from/crd/bases" ] && [ -f "$from/webhook/manifests.yaml" ] \
-      || { rm -rf "$dir.tmp"; die "sigs.k8s.io/cluster-api $version has no ${part#*:}/config/crd/bases or webhook/manifests.yaml"; }
-    mkdir -p "$dir.tmp/config/${part%%:*}/webhook"
-    cp -r "$from/crd/bases" "$dir.tmp/config/${part%%:*}/crd"
-    # Its labels (the contract labels of the kubeadm providers' CRDs) are part of the release's CRDs.
-    cp "$from/crd/kustomization.yaml" "$dir.tmp/config/${part%%:*}/crd-kustomization.yaml"
-    cp "$from/webhook/manifests.yaml" "$dir.tmp/config/${part%%:*}/webhook/"
-  done
-  chmod -R u+w "$dir.tmp/config"
+  copy_capi_config "$dir.tmp"
   finish_current "$dir"
   say "Cluster API $version cached in $dir (bin/, config/)"
+}
+
+# kustomize of the sigs.k8s.io/kustomize/kustomize/v5 version required in hack/tools/kustomize/go.mod.
+build_current_kustomize() {
+  local dir="$1" src="$KUSTOMIZE_SRC" version out
+  version=$(required_version "$src" sigs.k8s.io/kustomize/kustomize/v5)
+  use_machine_go "$(go_min_minor "$src")" hack/tools/kustomize
+  prepare_current "$src" "$dir" "kustomize $version" \
+    "the tests that install Cluster API's core with clusterctl fail, naming the missing binary" || return 0
+  go_build "$src" "$dir.tmp" kustomize "-s -w" sigs.k8s.io/kustomize/kustomize/v5
+  out=$("$dir.tmp/bin/kustomize" version 2>&1) || true
+  [ "$out" = "$version" ] || { rm -rf "$dir.tmp"; die "the built kustomize version says '$out', not '$version'"; }
+  finish_current "$dir"
+  say "kustomize $version cached in $dir/bin"
 }
 
 # Builds, unless cached, the binaries $3... of the module in $1 into tools-$2-<hash>/bin with build_current_$2.
@@ -536,6 +568,13 @@ else
   ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
   ensure_current "$CAPI_SRC" capi cluster-api-manager clusterctl capi-kubeadm-bootstrap-manager \
     capi-kubeadm-control-plane-manager
+  # A build cached before config/metadata.yaml was copied gets its manifests without a rebuild.
+  capi_dir=$(current_dir "$CAPI_SRC" capi)
+  if [ -x "$capi_dir/bin/clusterctl" ] && [ ! -f "$capi_dir/config/metadata.yaml" ]; then
+    say "copying Cluster API's manifests into $capi_dir/config"
+    copy_capi_config "$capi_dir"
+  fi
+  ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
 fi
 say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin, ignition-check in $TOOLS_DIR/bin"
 for dir in "${CURRENT_DIRS[@]}"; do
