@@ -129,6 +129,17 @@ pub fn cluster_api_manager() -> Result<PathBuf, Error> {
     )
 }
 
+/// kustomize, built by `hack/install-testenv.sh` from `hack/tools/kustomize`: builds Cluster API's core
+/// components from the release's `config/` (see [`crate::capi::ClusterApi::core_components`]).
+/// `$KUSTOMIZE` overrides.
+pub fn kustomize() -> Result<PathBuf, Error> {
+    current_tool(
+        "kustomize",
+        "KUSTOMIZE",
+        "kustomize from hack/tools/kustomize",
+    )
+}
+
 /// The etcd releases the etcd integration tests run on: Debian's 3.4 (the old end, what kubeadm 1.20
 /// deployed) and the current release built from `hack/tools/etcd` (what kubeadm 1.34 deploys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

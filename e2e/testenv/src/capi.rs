@@ -102,6 +102,34 @@ impl ClusterApi {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// The core provider's components as its release ships them (`core-components.yaml`): what
+    /// `kustomize build` makes of the module's `core/config/default`, clusterctl variables unfilled.
+    pub fn core_components(&self) -> Result<String> {
+        let kustomize = crate::binaries::kustomize()?;
+        let folder = self.dir.join("config/core/kustomize/default");
+        let out = std::process::Command::new(&kustomize)
+            .arg("build")
+            .arg(&folder)
+            .output()
+            .map_err(|e| Error::io(format!("run {}", kustomize.display()), e))?;
+        if !out.status.success() {
+            return Err(Error::Other(format!(
+                "kustomize build {}: {}",
+                folder.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        String::from_utf8(out.stdout)
+            .map_err(|e| Error::Other(format!("kustomize build {}: {e}", folder.display())))
+    }
+
+    /// The release's `metadata.yaml` (its release series and their contracts), as clusterctl reads it
+    /// next to the components.
+    pub fn metadata_yaml(&self) -> Result<String> {
+        let file = self.dir.join("config/metadata.yaml");
+        std::fs::read_to_string(&file).map_err(|e| Error::io(format!("read {}", file.display()), e))
+    }
+
     /// The CRDs of one manager as its release ships them: generated, with the labels of the CRDs'
     /// kustomization (the contract labels); no conversion webhook yet (see [`with_conversion_at`]).
     pub fn crds(&self, part: Part) -> Result<Vec<CustomResourceDefinition>> {

@@ -7,6 +7,7 @@
 pub mod apiserver;
 pub mod binaries;
 pub mod capi;
+pub mod clusterctl;
 pub mod core_double;
 pub mod etcd;
 pub mod kubeadm;

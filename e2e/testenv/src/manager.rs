@@ -93,12 +93,7 @@ impl ManagerProcess {
             .arg(&health_addr)
             .args(webhook.iter().flat_map(WebhookServing::args))
             .args(extra_args);
-        let process = Process::spawn(&name, cmd, &log_dir.join(format!("{name}.log")))?;
-        Ok(Self {
-            process,
-            health_addr,
-            webhook,
-        })
+        Self::spawn(cmd, health_addr, webhook, log_dir)
     }
 
     /// Starts a manager built with controller-runtime (Cluster API's), which takes its flags without a
@@ -111,17 +106,29 @@ impl ManagerProcess {
         webhook: WebhookServing,
         log_dir: &Path,
     ) -> Result<Self> {
-        let name = binary
+        let mut cmd = Command::new(binary);
+        cmd.args(args);
+        Self::spawn(cmd, health_addr, Some(webhook), log_dir)
+    }
+
+    /// Spawns `command`, a manager answering `/readyz` at `health_addr`, logging into `log_dir`.
+    pub fn spawn(
+        command: Command,
+        health_addr: String,
+        webhook: Option<WebhookServing>,
+        log_dir: &Path,
+    ) -> Result<Self> {
+        let name = Path::new(command.get_program())
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "manager".into());
-        let mut cmd = Command::new(binary);
-        cmd.args(args);
-        let process = Process::spawn(&name, cmd, &log_dir.join(format!("{name}.log")))?;
+        std::fs::create_dir_all(log_dir)
+            .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
+        let process = Process::spawn(&name, command, &log_dir.join(format!("{name}.log")))?;
         Ok(Self {
             process,
             health_addr,
-            webhook: Some(webhook),
+            webhook,
         })
     }
 

@@ -50,13 +50,7 @@ pub fn conversion_at(
     ca_pem: &str,
 ) -> Result<()> {
     let name = crd.metadata.name.clone().unwrap_or_default();
-    let Some(client) = crd
-        .spec
-        .conversion
-        .as_mut()
-        .and_then(|c| c.webhook.as_mut())
-        .and_then(|w| w.client_config.as_mut())
-    else {
+    let Some(client) = conversion_client(crd) else {
         return Ok(());
     };
     let path = match client.service.take() {
@@ -70,6 +64,19 @@ pub fn conversion_at(
     client.url = Some(format!("{base_url}{path}"));
     client.ca_bundle = Some(ByteString(ca_pem.as_bytes().to_vec()));
     Ok(())
+}
+
+/// Where the API server sends `crd`'s conversion reviews, if a webhook converts it.
+pub fn conversion_client(
+    crd: &mut CustomResourceDefinition,
+) -> Option<
+    &mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookClientConfig,
+> {
+    crd.spec
+        .conversion
+        .as_mut()
+        .and_then(|c| c.webhook.as_mut())
+        .and_then(|w| w.client_config.as_mut())
 }
 
 /// Creates both configurations; the API server calls the webhooks from then on.

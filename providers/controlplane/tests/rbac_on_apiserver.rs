@@ -19,7 +19,6 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
@@ -33,6 +32,7 @@ use kubeadm_api::components::{self, Provider, rbac};
 use serde_json::{Value, json};
 use testenv::ManagementPlane;
 use testenv::apiserver::ApiServerOptions;
+use testenv::clusterctl;
 use testenv::manager::ManagerProcess;
 
 use common::{CLUSTER, NS};
@@ -167,77 +167,12 @@ async fn install_rbac(client: &kube::Client) -> Vec<CustomResourceDefinition> {
     crds
 }
 
-/// What kube-controller-manager's role aggregation controller does (the test environment runs only
-/// kube-apiserver): every ClusterRole with an aggregation rule gets the rules of the ClusterRoles its
-/// selectors match.
-async fn aggregate_cluster_roles(client: &kube::Client) {
-    let api: Api<ClusterRole> = Api::all(client.clone());
-    let roles = api.list(&ListParams::default()).await.unwrap().items;
-    for aggregated in roles.iter().filter(|r| r.aggregation_rule.is_some()) {
-        let selectors = aggregated
-            .aggregation_rule
-            .as_ref()
-            .and_then(|a| a.cluster_role_selectors.clone())
-            .unwrap_or_default();
-        let matches =
-            |role: &ClusterRole| {
-                selectors.iter().any(|selector| {
-                    selector.match_labels.iter().flatten().all(|(k, v)| {
-                        role.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v)
-                    })
-                })
-            };
-        let rules: Vec<_> = roles
-            .iter()
-            .filter(|r| r.aggregation_rule.is_none() && matches(r))
-            .flat_map(|r| r.rules.clone().unwrap_or_default())
-            .collect();
-        assert!(
-            !rules.is_empty(),
-            "{} aggregates nothing",
-            aggregated.name_any()
-        );
-        api.patch(
-            &aggregated.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "rules": rules })),
-        )
-        .await
-        .unwrap();
-    }
-}
-
-/// A kubeconfig that authenticates as the provider's service account, with a token from the
-/// TokenRequest API.
-async fn service_account_kubeconfig(
-    plane: &ManagementPlane,
-    client: &kube::Client,
-    provider: Provider,
-) -> PathBuf {
+/// A kubeconfig that authenticates as the provider's service account (a TokenRequest token).
+async fn service_account_kubeconfig(plane: &ManagementPlane, provider: Provider) -> PathBuf {
     let (namespace, account) = provider.service_account();
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
-        .create_token_request(&account, &PostParams::default(), &request)
+    clusterctl::service_account_kubeconfig(plane, &namespace, &account)
         .await
         .unwrap()
-        .status
-        .expect("a token")
-        .token;
-    let user = format!("system:serviceaccount:{namespace}:{account}");
-    let path = plane.dir().join(format!("{}.kubeconfig", provider.label()));
-    std::fs::write(
-        &path,
-        plane.apiserver().kubeconfig_with_token(&user, &token),
-    )
-    .unwrap();
-    path
 }
 
 fn start_manager(
@@ -402,12 +337,10 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
         .create(&PostParams::default(), &sim_role)
         .await
         .unwrap();
-    aggregate_cluster_roles(&admin).await;
+    clusterctl::aggregate_cluster_roles(&admin).await.unwrap();
 
-    let bootstrap_kubeconfig =
-        service_account_kubeconfig(&plane, &admin, Provider::Bootstrap).await;
-    let controlplane_kubeconfig =
-        service_account_kubeconfig(&plane, &admin, Provider::ControlPlane).await;
+    let bootstrap_kubeconfig = service_account_kubeconfig(&plane, Provider::Bootstrap).await;
+    let controlplane_kubeconfig = service_account_kubeconfig(&plane, Provider::ControlPlane).await;
 
     let env = common::setup_on(plane, 1, TEMPLATE, false, None).await;
     let dir = env.plane.dir().to_path_buf();

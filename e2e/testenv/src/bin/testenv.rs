@@ -1,7 +1,11 @@
 //! `testenv up`: the local management plane for people — etcd + kube-apiserver on 127.0.0.1, CRDs from
 //! folders installed, optional manager processes started against it; runs until Ctrl-C or SIGTERM.
 //!
-//! Usage: testenv up [--dir DIR] [--crds DIR]... [--manager BINARY]... [--exit-when-ready]
+//! Usage: testenv up [--dir DIR] [--crds DIR]... [--cluster-api-core] [--manager BINARY]... [--exit-when-ready]
+//!
+//! `--cluster-api-core` also runs Cluster API's own core manager (built by `hack/install-testenv.sh`)
+//! with its CRDs and webhooks: Machines, MachineSets, MachineDeployments, MachineHealthChecks and the
+//! topology controller, for `sim run --core cluster-api`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +19,7 @@ struct Args {
     dir: Option<PathBuf>,
     crds: Vec<PathBuf>,
     managers: Vec<PathBuf>,
+    cluster_api_core: bool,
     exit_when_ready: bool,
 }
 
@@ -29,6 +34,7 @@ fn parse() -> Result<Args, String> {
         dir: None,
         crds: vec![],
         managers: vec![],
+        cluster_api_core: false,
         exit_when_ready: false,
     };
     while let Some(arg) = args.next() {
@@ -41,6 +47,7 @@ fn parse() -> Result<Args, String> {
             "--dir" => parsed.dir = Some(value("--dir")?),
             "--crds" => parsed.crds.push(value("--crds")?),
             "--manager" => parsed.managers.push(value("--manager")?),
+            "--cluster-api-core" => parsed.cluster_api_core = true,
             "--exit-when-ready" => parsed.exit_when_ready = true,
             other => return Err(format!("unknown flag {other:?}\n{}", usage())),
         }
@@ -49,7 +56,9 @@ fn parse() -> Result<Args, String> {
 }
 
 fn usage() -> String {
-    "usage: testenv up [--dir DIR] [--crds DIR]... [--manager BINARY]... [--exit-when-ready]".into()
+    "usage: testenv up [--dir DIR] [--crds DIR]... [--cluster-api-core] [--manager BINARY]... \
+     [--exit-when-ready]"
+        .into()
 }
 
 fn read_crds(dirs: &[PathBuf]) -> Result<Vec<CustomResourceDefinition>, String> {
@@ -111,6 +120,20 @@ async fn run() -> Result<(), String> {
     println!("  {} CRDs installed", crds.len());
 
     let mut managers = Vec::new();
+    if args.cluster_api_core {
+        let release = testenv::capi::ClusterApi::find().map_err(|e| e.to_string())?;
+        let mut core = testenv::capi::start_core(&plane, &release, &[])
+            .await
+            .map_err(|e| format!("Cluster API's core manager: {e}"))?;
+        let process = core.process();
+        println!(
+            "  Cluster API's core manager {} running (pid {}, log {})",
+            release.version().unwrap_or_default(),
+            process.pid(),
+            process.log_path().display()
+        );
+        managers.push(core);
+    }
     for binary in &args.managers {
         let local = testenv::webhooks::local_args(binary);
         let mut manager =
