@@ -2,7 +2,7 @@
 //! controllers, reduced to what the providers rely on, and the infrastructure provider of the `Sim*`
 //! kinds. Each pass lists the objects and takes the next step for each; machines boot in their own tasks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -29,6 +29,9 @@ pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 pub const SIM_MACHINE_FINALIZER: &str = "simmachine.infrastructure.cluster.x-k8s.io";
 /// Cluster API's pause annotation (on a Cluster or a Machine), honoured by infrastructure providers.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// What `clusterctl move` puts on each object it deletes from the source plane after copying it: the
+/// infrastructure behind it stays.
+pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 pub const MACHINE_SET_FINALIZER: &str = "machineset.cluster.x-k8s.io";
 pub const MACHINE_DEPLOYMENT_FINALIZER: &str = "machinedeployment.cluster.x-k8s.io";
 pub const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
@@ -112,11 +115,25 @@ impl Sim {
             fabric,
             ..State::default()
         }));
+        Self::with_state(client, options, state)
+    }
+
+    /// A second simulator on another management plane over the same machines, as one cloud serves
+    /// two management clusters: it adopts the running nodes of the SimMachines that appear in its plane
+    /// (what `clusterctl move` does), while this one lets go of those that leave its plane while their
+    /// Cluster is paused or with clusterctl's `delete-for-move` annotation.
+    pub fn share_cloud(&self, client: kube::Client, options: SimOptions) -> Self {
+        Self::with_state(client, options, self.state.clone())
+    }
+
+    fn with_state(client: kube::Client, options: SimOptions, state: Arc<Mutex<State>>) -> Self {
         let controller = Controller {
             client,
             options,
             state: state.clone(),
             written: HashMap::new(),
+            mine: HashSet::new(),
+            held: HashSet::new(),
         };
         let task = tokio::spawn(controller.run());
         Self { state, task }
@@ -245,6 +262,11 @@ struct Controller {
     state: Arc<Mutex<State>>,
     /// The last status written per object, to skip writes that change nothing.
     written: HashMap<String, Value>,
+    /// The machines this controller booted or adopted: the nodes it answers for.
+    mine: HashSet<Key>,
+    /// Those of [`Controller::mine`] whose Cluster was paused at the last look: when their objects go
+    /// (as `clusterctl move` takes them away), the node is let go, not stopped.
+    held: HashSet<Key>,
 }
 
 fn resource(group: &str, kind: &str) -> ApiResource {
@@ -902,7 +924,7 @@ impl Controller {
 
     async fn machines(&mut self) -> Result<(), kube::Error> {
         let list = self.all::<Machine>().list(&self.list_params()).await?;
-        let present: std::collections::HashSet<Key> = list
+        let present: HashSet<Key> = list
             .items
             .iter()
             .map(|m| (m.namespace().unwrap_or_default(), m.name_any()))
@@ -999,6 +1021,7 @@ impl Controller {
         let ns = machine.namespace().unwrap_or_default();
         let name = machine.name_any();
         let key = (ns.clone(), name.clone());
+        self.mine.insert(key.clone());
         let Some(secret) = self.api::<Secret>(&ns).get_opt(secret_name).await? else {
             return Ok(());
         };
@@ -1390,16 +1413,22 @@ impl Controller {
 }
 
 impl Controller {
-    /// Stops the nodes of every machine not in `present` (its object went behind our back).
-    fn stop_all_but(&mut self, present: &std::collections::HashSet<Key>) {
-        let mut state = self.lock();
-        let orphans: Vec<Key> = state
-            .machines
-            .keys()
+    /// Stops the nodes of every machine of ours not in `present` (its object went behind our back),
+    /// except those of paused Clusters: their objects moved to another management plane.
+    fn stop_all_but(&mut self, present: &HashSet<Key>) {
+        let gone: Vec<Key> = self
+            .mine
+            .iter()
             .filter(|k| !present.contains(*k))
             .cloned()
             .collect();
-        for key in orphans {
+        for key in gone {
+            self.mine.remove(&key);
+            if self.held.remove(&key) {
+                tracing::info!(machine = %key.1, "let go: its objects left while its Cluster was paused");
+                continue;
+            }
+            let mut state = self.lock();
             state.cluster_of.remove(&key);
             stop_runtime(state.machines.remove(&key));
         }
@@ -1438,7 +1467,7 @@ impl Controller {
     async fn sim_machines(&mut self) -> Result<(), kube::Error> {
         let list = self.all::<SimMachine>().list(&self.list_params()).await?;
         // SimMachines deleted behind our back (finalizer removed by someone else): stop their nodes.
-        let present: std::collections::HashSet<Key> = list
+        let present: HashSet<Key> = list
             .items
             .iter()
             .filter_map(|sim| Some((sim.namespace()?, owner_machine(sim)?)))
@@ -1470,11 +1499,15 @@ impl Controller {
         let cluster = self.api::<Cluster>(&ns).get_opt(&cluster_name).await?;
         let cluster_key = cluster.as_ref().and_then(|c| self.cluster_key(&ns, c));
         if sim.meta().deletion_timestamp.is_some() {
-            // The VM goes; its mirror pods go with the Node the core manager deletes next (the pod
-            // garbage collector's job, which no controller manager does here).
-            if let Some(cluster_key) = &cluster_key
+            if sim.annotations().contains_key(DELETE_FOR_MOVE_ANNOTATION) {
+                // The object moves to another management plane; the VM stays.
+                self.mine.remove(&key);
+                self.held.remove(&key);
+            } else if let Some(cluster_key) = &cluster_key
                 && let Some((workload, node_name)) = self.stop_node(&key, cluster_key)
             {
+                // The VM goes; its mirror pods go with the Node the core manager deletes next (the
+                // pod garbage collector's job, which no controller manager does here).
                 let _ = tokio::time::timeout(
                     WORKLOAD_TIMEOUT,
                     node::forget_mirror_pods(&workload, &node_name),
@@ -1498,8 +1531,10 @@ impl Controller {
                 .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
         };
         if cluster.spec.paused == Some(true) || paused(cluster.meta()) || paused(sim.meta()) {
+            self.held.insert(key);
             return Ok(());
         }
+        self.held.remove(&key);
         add_finalizer(
             &sim_api,
             &sim.name_any(),
@@ -1512,6 +1547,9 @@ impl Controller {
         };
         let data_secret = machine.spec.bootstrap.data_secret_name.clone();
         let has_runtime = self.lock().machines.contains_key(&key);
+        if has_runtime && self.mine.insert(key.clone()) {
+            tracing::info!(machine = %machine_name, "adopted the running node of a SimMachine new to this plane");
+        }
         if !has_runtime && let Some(secret) = &data_secret {
             self.start_boot(&machine, sim, secret, &cluster_key).await?;
         }

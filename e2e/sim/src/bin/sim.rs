@@ -1,7 +1,9 @@
 //! `sim`: the simulated infrastructure provider and core Cluster API stand-in as a process.
 //!
-//! `sim run --kubeconfig FILE --dir DIR [--namespace NS]` runs until Ctrl-C or SIGTERM, then stops every
-//! node process. `sim crds [--check] [DIR]` writes (or checks) the CRDs of the Sim kinds in DIR
+//! `sim run --kubeconfig FILE --dir DIR [--namespace NS] [--core cluster-api|stand-in]` runs until Ctrl-C
+//! or SIGTERM, then stops every node process. With `--core cluster-api` (what `make dev` runs it with)
+//! it is only the infrastructure provider, next to Cluster API's own core manager; with `stand-in` it
+//! also runs its reduced core controllers. `sim crds [--check] [DIR]` writes (or checks) the CRDs of the Sim kinds in DIR
 //! (default `e2e/config/crd`).
 
 use std::path::PathBuf;
@@ -34,6 +36,10 @@ enum Command {
         /// Only this namespace (default: all).
         #[arg(long)]
         namespace: Option<String>,
+        /// Who runs core Cluster API's controllers: Cluster API's own core manager, running beside
+        /// (`cluster-api`), or the simulator's reduced stand-in (`stand-in`).
+        #[arg(long, value_enum, default_value = "stand-in")]
+        core: CoreArg,
     },
     /// Write the CRDs of SimCluster, SimClusterTemplate, SimMachine and SimMachineTemplate.
     Crds {
@@ -43,6 +49,12 @@ enum Command {
         #[arg(default_value = "e2e/config/crd")]
         dir: PathBuf,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CoreArg {
+    ClusterApi,
+    StandIn,
 }
 
 #[tokio::main]
@@ -59,7 +71,8 @@ async fn main() -> ExitCode {
             kubeconfig,
             dir,
             namespace,
-        } => match run(kubeconfig, dir, namespace).await {
+            core,
+        } => match run(kubeconfig, dir, namespace, core).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sim: {e}");
@@ -92,7 +105,12 @@ fn crds(check: bool, dir: &std::path::Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn run(kubeconfig: PathBuf, dir: PathBuf, namespace: Option<String>) -> Result<(), String> {
+async fn run(
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    namespace: Option<String>,
+    core: CoreArg,
+) -> Result<(), String> {
     let yaml = std::fs::read_to_string(&kubeconfig)
         .map_err(|e| format!("read --kubeconfig {}: {e}", kubeconfig.display()))?;
     let client = testenv::apiserver::client_from_kubeconfig(&yaml)
@@ -105,7 +123,10 @@ async fn run(kubeconfig: PathBuf, dir: PathBuf, namespace: Option<String>) -> Re
             dir,
             namespace,
             period: Duration::from_millis(500),
-            core: sim::controller::Core::StandIn,
+            core: match core {
+                CoreArg::ClusterApi => sim::controller::Core::ClusterApi,
+                CoreArg::StandIn => sim::controller::Core::StandIn,
+            },
         },
     );
     tracing::info!("simulating machines; Ctrl-C stops every node");
