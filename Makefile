@@ -16,8 +16,8 @@ quickstart: testenv ## Management plane, both managers, simulated machines and a
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p e2e-tests --bins
 	target/debug/quickstart $(QUICKSTART_ARGS)
 
-dev: testenv build ## Start a local management plane with our CRDs and both managers (Ctrl-C stops it)
-	target/debug/testenv up --dir .dev --crds config/crd/bases --crds e2e/config/crd \
+dev: testenv build ## Start a local management plane with our CRDs, Cluster API's core manager and both managers (Ctrl-C stops it); then `target/debug/sim run --core cluster-api --kubeconfig <printed> --dir .dev/sim`
+	target/debug/testenv up --dir .dev --crds config/crd/bases --crds e2e/config/crd --cluster-api-core \
 		--manager target/debug/bootstrap-manager --manager target/debug/controlplane-manager $(DEV_ARGS)
 
 test: testenv ## Unit and integration tests (real etcd and kube-apiserver)

@@ -48,6 +48,13 @@ pub struct Env {
     pub managers: Vec<Manager>,
     /// Cluster API's own kubeadm managers in the peer's world ([`Env::start_peer`]); else empty.
     pub peer: Vec<ManagerProcess>,
+    /// Our managers as `clusterctl init` installed them ([`Env::start_installed`]); else empty.
+    pub installed: Vec<ManagerProcess>,
+    /// The clusterctl repository and configuration the providers were installed from, if they were.
+    pub clusterctl: Option<testenv::clusterctl::Repository>,
+    /// Where the installed webhook Services' endpoints point (a bridge address: endpoints refuse
+    /// loopback).
+    service_network: Option<sim::netns::Fabric>,
     manager_pids: Vec<u32>,
     pub crds: Vec<CustomResourceDefinition>,
     pub plane: ManagementPlane,
@@ -81,6 +88,27 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     let mut crds = kubeadm_api::crd::provider_crds();
     crds.extend(sim::api::crds());
     crds
+}
+
+/// The simulator of a scenario: the infrastructure provider next to Cluster API's core manager, in
+/// the plane's folder.
+fn sim_options(plane: &ManagementPlane) -> SimOptions {
+    SimOptions {
+        dir: plane.dir().join("sim"),
+        namespace: Some(NS.into()),
+        period: Duration::from_millis(300),
+        core: Core::ClusterApi,
+    }
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "sim=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
 }
 
 /// Whose bootstrap and control-plane managers run.
@@ -259,13 +287,7 @@ impl Env {
     }
 
     async fn start_with(providers: Providers<'_>) -> Env {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "sim=info".into()),
-            )
-            .with_test_writer()
-            .try_init();
+        init_tracing();
         let started = Instant::now();
         let plane = ManagementPlane::start()
             .await
@@ -291,15 +313,7 @@ impl Env {
             ),
         };
         let client = plane.client().await.unwrap();
-        let sim = Sim::start(
-            client.clone(),
-            SimOptions {
-                dir: plane.dir().join("sim"),
-                namespace: Some(NS.into()),
-                period: Duration::from_millis(300),
-                core: Core::ClusterApi,
-            },
-        );
+        let sim = Sim::start(client.clone(), sim_options(&plane));
         println!("environment up in {:.1?}", started.elapsed());
         let mut manager_pids: Vec<u32> = managers
             .iter_mut()
@@ -312,11 +326,102 @@ impl Env {
             core,
             managers,
             peer,
+            installed: Vec::new(),
+            clusterctl: None,
+            service_network: None,
             manager_pids,
             crds,
             plane,
             client,
             started,
+        }
+    }
+
+    /// A world installed as users install it: `clusterctl init` of Cluster API's core, our providers and
+    /// the simulated infrastructure from a local repository, the installed Deployments running as
+    /// processes with the installed arguments, identities and webhook Services (see
+    /// [`crate::installed`]).
+    pub async fn start_installed() -> Env {
+        Self::start_installed_with(Vec::new()).await
+    }
+
+    /// [`Env::start_installed`] with `more` in the clusterctl repository, not installed.
+    pub async fn start_installed_with(more: Vec<testenv::clusterctl::RepositoryProvider>) -> Env {
+        Self::install(Sim::start, more).await
+    }
+
+    /// [`Env::start_installed`] on a second management plane whose simulator shares `other`'s cloud:
+    /// the target of a `clusterctl move`.
+    pub async fn start_installed_sharing(other: &Env) -> Env {
+        Self::install(
+            |client, options| other.sim.share_cloud(client, options),
+            Vec::new(),
+        )
+        .await
+    }
+
+    async fn install(
+        sim: impl FnOnce(kube::Client, SimOptions) -> Sim,
+        more: Vec<testenv::clusterctl::RepositoryProvider>,
+    ) -> Env {
+        init_tracing();
+        let started = Instant::now();
+        let network = sim::netns::Fabric::create().expect("a bridge for the webhook Services");
+        let host = std::net::IpAddr::V4(network.gateway());
+        let plane = crate::installed::management_plane().await;
+        let installed = crate::installed::install(&plane, host, more)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let client = plane.client().await.unwrap();
+        let sim = sim(client.clone(), sim_options(&plane));
+        println!(
+            "environment installed by clusterctl in {:.1?}",
+            started.elapsed()
+        );
+        let mut managers = installed.managers.into_iter();
+        let mut core = managers.next().expect("the core manager");
+        let mut ours: Vec<ManagerProcess> = managers.collect();
+        let mut manager_pids: Vec<u32> = ours.iter_mut().map(|m| m.process().pid()).collect();
+        manager_pids.push(core.process().pid());
+        Env {
+            sim,
+            core,
+            managers: Vec::new(),
+            peer: Vec::new(),
+            installed: ours,
+            clusterctl: Some(installed.repository),
+            service_network: Some(network),
+            manager_pids,
+            crds: all_crds(),
+            plane,
+            client,
+            started,
+        }
+    }
+
+    /// After `clusterctl upgrade` replaced our components: stops our manager processes, does
+    /// cert-manager's and the role aggregation controller's work for the re-created objects, and runs
+    /// the Deployments as they are now.
+    pub async fn rerun_installed(&mut self) {
+        for mut manager in self.installed.drain(..) {
+            manager.process().stop();
+        }
+        testenv::clusterctl::issue_certificates(&self.plane)
+            .await
+            .unwrap();
+        testenv::clusterctl::aggregate_cluster_roles(&self.client)
+            .await
+            .unwrap();
+        let network = self
+            .service_network
+            .as_ref()
+            .expect("installed by clusterctl");
+        let host = std::net::IpAddr::V4(network.gateway());
+        self.installed = crate::installed::run_ours(&self.plane, host)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for manager in &mut self.installed {
+            self.manager_pids.push(manager.process().pid());
         }
     }
 
@@ -379,6 +484,28 @@ impl Env {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap();
+    }
+
+    /// The cluster's bootstrap data Secrets that run `kubeadm init`, by name, with their data.
+    pub async fn init_secrets(&self, cluster: &str) -> BTreeMap<String, String> {
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.client.clone(), NS)
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")),
+            )
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|s| s.type_.as_deref() == Some("cluster.x-k8s.io/secret"))
+            .filter_map(|s| {
+                let value = s.data.as_ref()?.get("value")?;
+                let value = String::from_utf8_lossy(&value.0).into_owned();
+                value
+                    .contains("kubeadm init")
+                    .then(|| (s.name_any(), value))
+            })
+            .collect()
     }
 
     pub async fn machines(&self, cluster: &str) -> Vec<Machine> {
@@ -497,6 +624,7 @@ impl Env {
             .iter()
             .map(|m| &m.process)
             .chain(&self.peer)
+            .chain(&self.installed)
             .chain([&self.core])
             .map(|process| {
                 let log = process.log();

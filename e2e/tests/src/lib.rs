@@ -5,5 +5,6 @@
 pub mod api_probe;
 pub mod env;
 pub mod etcd_watch;
+pub mod installed;
 
 pub use env::Env;

@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 use e2e_tests::Env;
 use e2e_tests::env::NS;
 use e2e_tests::etcd_watch::EtcdWatch;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 /// Kills per phase, at most; with the seed this makes a run repeatable in its choices. Each trial is a
@@ -93,25 +91,6 @@ async fn converge_under_kills(
     }
 }
 
-/// Bootstrap data Secrets of the cluster that run `kubeadm init`.
-async fn init_secrets(env: &Env, cluster: &str) -> Vec<String> {
-    Api::<Secret>::namespaced(env.client.clone(), NS)
-        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|s| s.type_.as_deref() == Some("cluster.x-k8s.io/secret"))
-        .filter(|s| {
-            s.data
-                .as_ref()
-                .and_then(|d| d.get("value"))
-                .is_some_and(|v| String::from_utf8_lossy(&v.0).contains("kubeadm init"))
-        })
-        .map(|s| s.name_any())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn managers_killed_at_random_moments_still_converge_safely() {
     let env_number = |name: &str, default: u64| {
@@ -171,7 +150,7 @@ async fn trial(seed: u64) {
     );
 
     // Exactly one init, no member without a machine, never below quorum, at most one learner.
-    let inits = init_secrets(&env, cluster).await;
+    let inits: Vec<String> = env.init_secrets(cluster).await.into_keys().collect();
     assert_eq!(
         inits.len(),
         1,

@@ -164,3 +164,193 @@ fn clusterctl_generate_provider_reads_our_local_repository() {
         );
     }
 }
+
+/// `clusterctl init` installs Cluster API's core (its release's components, built by kustomize), our
+/// components and the simulated infrastructure from a local repository into a fresh management plane;
+/// once cert-manager's work is done and the installed Deployments run with their installed arguments
+/// and service accounts (see `testenv::clusterctl`), every webhook answers through its installed
+/// Service and configuration: the core's, and our conversion, defaulting (in the topology controller's
+/// dry runs) and validation.
+#[tokio::test(flavor = "multi_thread")]
+async fn clusterctl_init_installs_our_providers_and_their_webhooks_answer() {
+    use e2e_tests::installed;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    use kubeadm_api::components::{self, Provider};
+
+    let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
+    let network = sim::netns::Fabric::create().expect("a bridge for the webhook Services");
+    let plane = installed::management_plane().await;
+    let installed = installed::install(&plane, std::net::IpAddr::V4(network.gateway()), Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let output = &installed.init_output;
+    assert!(
+        output.contains("Skipping installing cert-manager"),
+        "clusterctl found cert-manager answering:\n{output}"
+    );
+
+    // clusterctl's inventory holds each provider at its version, in its own namespace.
+    let version = components::version();
+    let core_version = release.version().unwrap();
+    let expected: Vec<(String, String, String, String)> = [
+        (
+            "capi-kubeadm-bootstrap-system",
+            "kubeadm",
+            "BootstrapProvider",
+            version.as_str(),
+        ),
+        (
+            "capi-kubeadm-control-plane-system",
+            "kubeadm",
+            "ControlPlaneProvider",
+            &version,
+        ),
+        ("capi-system", "cluster-api", "CoreProvider", &core_version),
+        (
+            "sim-system",
+            "sim",
+            "InfrastructureProvider",
+            installed::SIM_VERSION,
+        ),
+    ]
+    .iter()
+    .map(|(ns, name, kind, v)| {
+        (
+            ns.to_string(),
+            name.to_string(),
+            kind.to_string(),
+            v.to_string(),
+        )
+    })
+    .collect();
+    let inventory = testenv::clusterctl::inventory(&plane).await.unwrap();
+    assert_eq!(inventory, expected, "clusterctl's inventory:\n{output}");
+    // It labels every object it installed, the CRDs clusterctl move and upgrade look for among them.
+    let client = plane.client().await.unwrap();
+    for provider in Provider::ALL {
+        for crd in provider.crds() {
+            let name = crd.metadata.name.unwrap();
+            let installed = Api::<CustomResourceDefinition>::all(client.clone())
+                .get(&name)
+                .await
+                .unwrap();
+            let labels = installed.metadata.labels.unwrap_or_default();
+            assert_eq!(
+                labels.get("cluster.x-k8s.io/provider").map(String::as_str),
+                Some(provider.label()),
+                "{name}"
+            );
+            assert!(
+                labels.contains_key("clusterctl.cluster.x-k8s.io"),
+                "{name}: {labels:?}"
+            );
+        }
+    }
+
+    let dynamic = |group: &str, version: &str, kind: &str| {
+        Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "default",
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)),
+        )
+    };
+    let object =
+        |value: serde_json::Value| -> DynamicObject { serde_json::from_value(value).unwrap() };
+    // The core's admission webhooks, through capi-webhook-service.
+    dynamic("cluster.x-k8s.io", "v1beta2", "Cluster")
+        .create(
+            &PostParams::default(),
+            &object(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                "metadata": {"name": "demo", "namespace": "default"},
+                "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
+                    "kind": "KubeadmControlPlane", "name": "demo"}}
+            })),
+        )
+        .await
+        .unwrap();
+    // Our conversion (v1beta1 in, v1beta2 stored and read back) and defaulting, through our Service.
+    dynamic(
+        "bootstrap.cluster.x-k8s.io",
+        "v1beta1",
+        "KubeadmConfigTemplate",
+    )
+    .create(
+        &PostParams::default(),
+        &object(serde_json::json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "demo", "namespace": "default"},
+            "spec": {"template": {"spec": {
+                "joinConfiguration": {"nodeRegistration": {"name": "node-a"}}}}}
+        })),
+    )
+    .await
+    .unwrap();
+    let stored = dynamic(
+        "bootstrap.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmConfigTemplate",
+    )
+    .get("demo")
+    .await
+    .unwrap();
+    let spec = &stored.data["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["joinConfiguration"]["nodeRegistration"]["name"], "node-a",
+        "{stored:?}"
+    );
+    assert!(
+        spec["format"].is_null(),
+        "defaulted outside a dry run: {stored:?}"
+    );
+    // Defaulting, as the topology controller's dry runs get it (Cluster API v1.14 defaults only then).
+    let dry_run = dynamic(
+        "bootstrap.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmConfigTemplate",
+    )
+    .create(
+        &PostParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        &object(serde_json::json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "dry", "namespace": "default",
+                "annotations": {"topology.cluster.x-k8s.io/dry-run": ""}},
+            "spec": {"template": {"spec": {}}}
+        })),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        dry_run.data["spec"]["template"]["spec"]["format"], "cloud-config",
+        "defaulted in the topology controller's dry run: {dry_run:?}"
+    );
+    // Our validation, through our Service: the rule and the field are named.
+    let refused = dynamic(
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+    )
+    .create(
+        &PostParams::default(),
+        &object(serde_json::json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+            "metadata": {"name": "demo", "namespace": "default"},
+            "spec": {"replicas": 2, "version": "v1.34.4",
+                "machineTemplate": {"spec": {"infrastructureRef": {
+                    "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate",
+                    "name": "demo"}}}}
+        })),
+    )
+    .await
+    .expect_err("two replicas of stacked etcd are refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("spec.replicas") && message.contains("even number"),
+        "{message}"
+    );
+    drop(installed);
+}
