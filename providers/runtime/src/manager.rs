@@ -107,6 +107,11 @@ pub enum Error {
     Webhooks(String),
 }
 
+/// The User-Agent of a manager's management-cluster client: `bootstrap-manager/v0.1.0`.
+pub fn user_agent(manager: &Manager) -> String {
+    format!("{}/v{}", manager.name, env!("CARGO_PKG_VERSION"))
+}
+
 /// Who a manager is: its name (logs, exit messages) and the Lease its replicas compete for by default.
 #[derive(Clone, Copy, Debug)]
 pub struct Manager {
@@ -136,8 +141,10 @@ impl ManagerArgs {
         Some((namespace, lease))
     }
 
-    /// A client for the management cluster, from `--kubeconfig` or the in-cluster environment.
-    pub async fn client(&self) -> Result<kube::Client, Error> {
+    /// A client for the management cluster, from `--kubeconfig` or the in-cluster environment, that
+    /// names itself `<manager>/v<version>` in its User-Agent (what audit logs and API server metrics
+    /// tell clients apart by, as Cluster API's managers name themselves).
+    pub async fn client(&self, manager: &Manager) -> Result<kube::Client, Error> {
         let source = self
             .kubeconfig
             .as_ref()
@@ -158,6 +165,12 @@ impl ManagerArgs {
                 .await
                 .map_err(|e| invalid(e.to_string()))?,
         };
+        let mut config = config;
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(&user_agent(manager))
+                .map_err(|e| invalid(format!("User-Agent: {e}")))?,
+        ));
         let url = config.cluster_url.to_string();
         let client = kube::Client::try_from(config).map_err(|e| invalid(e.to_string()))?;
         let timeout = Duration::from_secs(self.connect_timeout);
@@ -261,7 +274,7 @@ where
         version = env!("CARGO_PKG_VERSION"),
         "starting"
     );
-    let client = args.client().await?;
+    let client = args.client(manager).await?;
     let elector = match args.leader_election_lease(manager) {
         Some((namespace, lease)) => Some(LeaderElector::new(
             client.clone(),
@@ -420,6 +433,20 @@ mod tests {
         Cli::try_parse_from(std::iter::once("manager").chain(args.iter().copied()))
             .unwrap()
             .manager
+    }
+
+    #[test]
+    fn each_manager_names_itself_and_its_version_to_the_api_server() {
+        let version = env!("CARGO_PKG_VERSION");
+        assert_eq!(
+            user_agent(&BOOTSTRAP),
+            format!("bootstrap-manager/v{version}")
+        );
+        assert_eq!(
+            user_agent(&CONTROL_PLANE),
+            format!("controlplane-manager/v{version}")
+        );
+        assert!(http::HeaderValue::from_str(&user_agent(&CONTROL_PLANE)).is_ok());
     }
 
     #[test]
