@@ -7,7 +7,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench compare
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -45,6 +45,12 @@ release-manifests: ## Write the clusterctl local repository of this version to o
 
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv -p sim
+
+compare: testenv ## Our managers and Cluster API's own kubeadm managers through the same scenarios, one table (a benchmark, about 25 minutes; COMPARE_SIDES, COMPARE_IDLE_SECONDS, COMPARE_FAULT_SECONDS)
+	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
+	$(CARGO) build -p e2e-tests --bin compare
+	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
+		target/debug/compare
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render

@@ -15,6 +15,7 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use sim::controller::Core;
 use sim::{Sim, SimOptions};
 use testenv::ManagementPlane;
+use testenv::apiserver::ApiServerOptions;
 use testenv::manager::ManagerProcess;
 
 pub const NS: &str = "default";
@@ -277,19 +278,34 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> Result<(), String>
 impl Env {
     /// Starts everything; `controlplane_args` go to `controlplane-manager run`.
     pub async fn start(controlplane_args: &[&str]) -> Env {
-        Self::start_with(Providers::Ours(controlplane_args)).await
+        Self::start_with(Providers::Ours(controlplane_args), Default::default()).await
     }
 
     /// The same world with Cluster API's own kubeadm bootstrap and control-plane managers in place of
     /// ours: the peer we measure ourselves against.
     pub async fn start_peer() -> Env {
-        Self::start_with(Providers::ClusterApi).await
+        Self::start_with(Providers::ClusterApi, Default::default()).await
     }
 
-    async fn start_with(providers: Providers<'_>) -> Env {
+    /// [`Env::start`] (`peer` false) or [`Env::start_peer`] with kube-apiserver `options`, e.g. an
+    /// audit log.
+    pub async fn start_with_apiserver(
+        peer: bool,
+        controlplane_args: &[&str],
+        options: ApiServerOptions,
+    ) -> Env {
+        let providers = if peer {
+            Providers::ClusterApi
+        } else {
+            Providers::Ours(controlplane_args)
+        };
+        Self::start_with(providers, options).await
+    }
+
+    async fn start_with(providers: Providers<'_>, options: ApiServerOptions) -> Env {
         init_tracing();
         let started = Instant::now();
-        let plane = ManagementPlane::start()
+        let plane = ManagementPlane::start_with(options)
             .await
             .expect("management plane starts");
         let crds = match providers {
