@@ -46,7 +46,7 @@ release-manifests: ## Write the clusterctl local repository of this version to o
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv -p sim
 
-compare: testenv ## Our managers and Cluster API's own kubeadm managers through the same scenarios, one table (a benchmark, about 25 minutes; COMPARE_SIDES, COMPARE_IDLE_SECONDS, COMPARE_FAULT_SECONDS)
+compare: testenv ## Our managers and Cluster API's own kubeadm managers through the same scenarios, one table (a benchmark, about 45 minutes; COMPARE_SIDES, COMPARE_IDLE_SECONDS, COMPARE_FAULT_SECONDS)
 	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) build -p e2e-tests --bin compare
 	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \

@@ -4,7 +4,8 @@
 //!
 //! Phases: create 1 control-plane machine + 2 workers; scale the control plane 1 → 3; a generation
 //! rollout of all 5 machines; a control-plane rollout whose first joiner's etcd never starts (bounded
-//! by `COMPARE_FAULT_SECONDS`, default 300); `COMPARE_IDLE_SECONDS` (default 120) at rest.
+//! by `COMPARE_FAULT_SECONDS`, default 300); `COMPARE_IDLE_SECONDS` at rest (default 660: one full
+//! 10-minute resync of the peer's managers, their `--sync-period`, falls inside).
 //! Measured: wall time per phase and per replaced machine; management API requests by client and verb
 //! (kube-apiserver's audit log, clients told apart by their User-Agent); writes at rest; peak RSS and
 //! CPU seconds of each manager and of kube-apiserver; etcd incidents seen by sampling the member list
@@ -269,7 +270,7 @@ async fn run_side(side: &'static str) -> Report {
     let (requests, end) = requests_since(&log, offset);
     report.requests = requests;
     offset = end;
-    report.idle = seconds("COMPARE_IDLE_SECONDS", 120);
+    report.idle = seconds("COMPARE_IDLE_SECONDS", 660);
     tokio::time::sleep(report.idle).await;
     let (idle, _) = requests_since(&log, offset);
     report.idle_requests = idle;
