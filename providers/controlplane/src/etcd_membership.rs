@@ -49,7 +49,8 @@ impl Member {
         !self.name.is_empty() || !self.client_urls.is_empty()
     }
 
-    fn label(&self) -> MemberLabel {
+    /// How the member is named in messages.
+    pub fn label(&self) -> MemberLabel {
         MemberLabel {
             id: self.id,
             name: self.name.clone(),

@@ -17,11 +17,18 @@ pub struct Observed<'a> {
     pub machines: &'a [ControlPlaneMachine],
     /// Failure domains of the Cluster that may hold control-plane machines, sorted.
     pub failure_domains: &'a [String],
-    pub certificates_available: bool,
-    pub now: Timestamp,
     /// Why etcd cannot take another member now, if it cannot (see
     /// [`crate::etcd_membership::may_add_member`]).
-    pub etcd_refuses_member: Option<&'a str>,
+    pub etcd_refuses_member: Option<&'a Blocker>,
+}
+
+/// The machines not being deleted, split by whether they match the desired state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Partition {
+    /// Outdated machines and why.
+    pub outdated: BTreeMap<String, Vec<Outdated>>,
+    /// Names of machines that match the desired state.
+    pub up_to_date: Vec<String>,
 }
 
 /// Why the control plane changes.
@@ -65,38 +72,39 @@ pub struct Plan {
     pub up_to_date: Vec<String>,
 }
 
-/// Splits the machines not being deleted into outdated ones (with why) and the names of up-to-date ones.
+/// Splits the machines not being deleted into outdated ones (with why) and the names of up-to-date ones:
+/// computed once per reconcile, the source of truth for every decision that asks.
 pub fn partition(
     desired: &DesiredState,
     machines: &[ControlPlaneMachine],
     now: Timestamp,
-) -> (BTreeMap<String, Vec<Outdated>>, Vec<String>) {
-    let mut outdated = BTreeMap::new();
-    let mut up_to_date = Vec::new();
+) -> Partition {
+    let mut partition = Partition::default();
     for m in machines.iter().filter(|m| !m.deleting) {
         let reasons = up_to_date::outdated(m, desired, now);
         if reasons.is_empty() {
-            up_to_date.push(m.name.clone());
+            partition.up_to_date.push(m.name.clone());
         } else {
-            outdated.insert(m.name.clone(), reasons);
+            partition.outdated.insert(m.name.clone(), reasons);
         }
     }
-    (outdated, up_to_date)
+    partition
 }
 
 /// Decides the next step, as Cluster API's control-plane provider does: replace outdated machines one at a
 /// time (create first with maxSurge 1, delete first with maxSurge 0), else scale toward `spec.replicas`, each
 /// only when the preflight checks pass.
-pub fn next_step(observed: Observed<'_>) -> Plan {
+pub fn next_step(observed: Observed<'_>, partition: Partition) -> Plan {
     let Observed {
         desired,
         machines,
         failure_domains,
-        certificates_available,
-        now,
         etcd_refuses_member,
     } = observed;
-    let (outdated, up_to_date) = partition(desired, machines, now);
+    let Partition {
+        outdated,
+        up_to_date,
+    } = partition;
     let current = i32::try_from(machines.len()).unwrap_or(i32::MAX);
     let replicas = desired.replicas;
 
@@ -121,11 +129,8 @@ pub fn next_step(observed: Observed<'_>) -> Plan {
         if machines.is_empty() {
             Step::Initialize { failure_domain }
         } else {
-            let mut blockers =
-                preflight::check(Operation::ScaleUp, machines, certificates_available);
-            if let Some(reason) = etcd_refuses_member {
-                blockers.push(Blocker::EtcdMembership(reason.to_owned()));
-            }
+            let mut blockers = preflight::check(Operation::ScaleUp, machines);
+            blockers.extend(etcd_refuses_member.cloned());
             if blockers.is_empty() {
                 Step::ScaleUp {
                     failure_domain,
@@ -144,8 +149,7 @@ pub fn next_step(observed: Observed<'_>) -> Plan {
         match selection::machine_for_scale_down(machines, &olds) {
             None => {
                 // Every machine is already being deleted: wait for that.
-                let blockers =
-                    preflight::check(Operation::ScaleUp, machines, certificates_available);
+                let blockers = preflight::deletions_in_progress(machines);
                 Step::Wait {
                     scale_up,
                     purpose,
@@ -153,11 +157,7 @@ pub fn next_step(observed: Observed<'_>) -> Plan {
                 }
             }
             Some(victim) => {
-                let blockers = preflight::check(
-                    Operation::ScaleDown(&victim.name),
-                    machines,
-                    certificates_available,
-                );
+                let blockers = preflight::check(Operation::ScaleDown(&victim.name), machines);
                 if blockers.is_empty() {
                     Step::ScaleDown {
                         machine: victim.name.clone(),
@@ -238,8 +238,6 @@ mod tests {
                 desired,
                 machines: &self.machines,
                 failure_domains: &self.domains,
-                certificates_available: true,
-                now: "2026-11-01T00:00:00Z".parse().unwrap(),
                 etcd_refuses_member: None,
             }
         }
@@ -288,6 +286,15 @@ mod tests {
         fn names(&self) -> Vec<&str> {
             self.machines.iter().map(|m| m.name.as_str()).collect()
         }
+    }
+
+    /// Partitions as the controller does, then decides.
+    fn next_step(observed: Observed<'_>) -> Plan {
+        let now = "2026-11-01T00:00:00Z".parse().unwrap();
+        super::next_step(
+            observed,
+            partition(observed.desired, observed.machines, now),
+        )
     }
 
     #[test]
@@ -401,14 +408,24 @@ mod tests {
         sim.converge(&desired(1, "cp-genc01", 1));
         let next = desired(3, "cp-genc01", 1);
         let mut observed = sim.observe(&next);
-        observed.etcd_refuses_member = Some("learner 8e9e05c52164694d is catching up");
+        let refusal = Blocker::EtcdMembership(crate::etcd_membership::Reason::LearnerPresent {
+            member: crate::etcd_membership::MemberLabel {
+                id: 0x8e9e05c52164694d,
+                name: "node9".into(),
+            },
+        });
+        observed.etcd_refuses_member = Some(&refusal);
         let plan = next_step(observed);
         let Step::Wait { blockers, .. } = plan.step else {
             panic!("{:?}", plan.step);
         };
-        assert_eq!(
-            blockers[0].to_string(),
-            "etcd cannot take a member now: learner 8e9e05c52164694d is catching up"
+        assert_eq!(blockers, [refusal]);
+        assert!(
+            blockers[0]
+                .to_string()
+                .starts_with("etcd cannot take a member now: "),
+            "{}",
+            blockers[0]
         );
         assert_eq!(blockers[0].reason(), "EtcdClusterNotHealthy");
     }

@@ -3,13 +3,12 @@
 
 use std::fmt;
 
+use crate::etcd_membership::Reason;
 use crate::machines::ControlPlaneMachine;
 
 /// One reason an operation has to wait.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Blocker {
-    /// The cluster certificates are not all there; a joining machine would not get them.
-    CertificatesMissing,
     /// A machine is being deleted; one operation at a time.
     MachineDeleting(String),
     /// A machine has no Node yet (still provisioning or bootstrapping).
@@ -19,18 +18,21 @@ pub enum Blocker {
     /// A machine's etcd member is not healthy.
     EtcdUnhealthy { machine: String, reason: String },
     /// etcd as a whole cannot take another member now (a learner is catching up, a member is down, …).
-    EtcdMembership(String),
+    EtcdMembership(Reason),
+    /// etcd could not be looked at, so whether it can take another member is unknown.
+    EtcdUnobservable(String),
 }
 
 impl Blocker {
     /// The condition reason a blocker is reported with.
     pub fn reason(&self) -> &'static str {
         match self {
-            Blocker::CertificatesMissing => "CertificatesMissing",
             Blocker::MachineDeleting(_) => "WaitingForMachineDeletion",
             Blocker::MachineWithoutNode(_) => "WaitingForMachineProvisioning",
             Blocker::ComponentsUnhealthy { .. } => "ControlPlaneComponentsNotHealthy",
-            Blocker::EtcdUnhealthy { .. } | Blocker::EtcdMembership(_) => "EtcdClusterNotHealthy",
+            Blocker::EtcdUnhealthy { .. }
+            | Blocker::EtcdMembership(_)
+            | Blocker::EtcdUnobservable(_) => "EtcdClusterNotHealthy",
         }
     }
 }
@@ -38,9 +40,6 @@ impl Blocker {
 impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Blocker::CertificatesMissing => {
-                f.write_str("cluster certificates are missing, a new machine could not join")
-            }
             Blocker::MachineDeleting(m) => write!(f, "Machine {m} is being deleted"),
             Blocker::MachineWithoutNode(m) => {
                 write!(f, "Machine {m} has no Node yet (status.nodeRef not set)")
@@ -55,6 +54,7 @@ impl fmt::Display for Blocker {
                 write!(f, "Machine {machine}: etcd member not healthy: {reason}")
             }
             Blocker::EtcdMembership(reason) => write!(f, "etcd cannot take a member now: {reason}"),
+            Blocker::EtcdUnobservable(cause) => write!(f, "etcd not observable: {cause}"),
         }
     }
 }
@@ -68,24 +68,12 @@ pub enum Operation<'a> {
 }
 
 /// Everything that makes `operation` wait now; empty when it may go ahead.
-pub fn check(
-    operation: Operation<'_>,
-    machines: &[ControlPlaneMachine],
-    certificates_available: bool,
-) -> Vec<Blocker> {
-    let mut blockers = Vec::new();
-    if machines.is_empty() {
+pub fn check(operation: Operation<'_>, machines: &[ControlPlaneMachine]) -> Vec<Blocker> {
+    let blockers = deletions_in_progress(machines);
+    if !blockers.is_empty() || machines.is_empty() {
         return blockers;
     }
-    if operation == Operation::ScaleUp && !certificates_available {
-        blockers.push(Blocker::CertificatesMissing);
-    }
-    for m in machines.iter().filter(|m| m.deleting) {
-        blockers.push(Blocker::MachineDeleting(m.name.clone()));
-    }
-    if !blockers.is_empty() {
-        return blockers;
-    }
+    let mut blockers = blockers;
     let excluded = match operation {
         Operation::ScaleDown(name) => Some(name),
         Operation::ScaleUp => None,
@@ -114,6 +102,15 @@ pub fn check(
     blockers
 }
 
+/// One operation at a time: every machine being deleted holds the next change.
+pub fn deletions_in_progress(machines: &[ControlPlaneMachine]) -> Vec<Blocker> {
+    machines
+        .iter()
+        .filter(|m| m.deleting)
+        .map(|m| Blocker::MachineDeleting(m.name.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,29 +127,20 @@ mod tests {
     #[test]
     fn a_healthy_control_plane_may_change() {
         let machines = [ready("a"), ready("b"), ready("c")];
-        assert_eq!(check(Operation::ScaleUp, &machines, true), []);
-        assert_eq!(check(Operation::ScaleDown("a"), &machines, true), []);
+        assert_eq!(check(Operation::ScaleUp, &machines), []);
+        assert_eq!(check(Operation::ScaleDown("a"), &machines), []);
         assert_eq!(
-            check(Operation::ScaleUp, &[], false),
+            check(Operation::ScaleUp, &[]),
             [],
             "the first machine has nothing to wait for"
         );
     }
 
     #[test]
-    fn scale_up_needs_certificates() {
-        assert_eq!(
-            check(Operation::ScaleUp, &[ready("a")], false),
-            [Blocker::CertificatesMissing]
-        );
-        assert_eq!(check(Operation::ScaleDown("a"), &[ready("a")], false), []);
-    }
-
-    #[test]
     fn one_operation_at_a_time() {
         let mut deleting = ready("b");
         deleting.deleting = true;
-        let blockers = check(Operation::ScaleUp, &[ready("a"), deleting], true);
+        let blockers = check(Operation::ScaleUp, &[ready("a"), deleting]);
         assert_eq!(blockers, [Blocker::MachineDeleting("b".into())]);
         assert_eq!(blockers[0].reason(), "WaitingForMachineDeletion");
     }
@@ -167,7 +155,7 @@ mod tests {
             etcd: Health::Unknown("member list failed".into()),
         };
         let machines = [ready("a"), provisioning, sick];
-        let blockers = check(Operation::ScaleUp, &machines, true);
+        let blockers = check(Operation::ScaleUp, &machines);
         assert_eq!(blockers.len(), 3, "{blockers:?}");
         assert_eq!(
             blockers[0].to_string(),
@@ -178,6 +166,6 @@ mod tests {
             "Machine c: control-plane components not healthy: kube-apiserver pod is CrashLoopBackOff"
         );
         assert_eq!(blockers[2].reason(), "EtcdClusterNotHealthy");
-        assert_eq!(check(Operation::ScaleDown("c"), &machines, true).len(), 1);
+        assert_eq!(check(Operation::ScaleDown("c"), &machines).len(), 1);
     }
 }

@@ -13,6 +13,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlaneRemediationSpec;
 use serde::{Deserialize, Serialize};
 
+use crate::etcd_membership;
 use crate::machines::{ControlPlaneMachine, Health};
 
 /// On the KubeadmControlPlane while the machine it names is being replaced.
@@ -122,6 +123,41 @@ pub enum Decision {
         machine: String,
         data: RemediationData,
     },
+}
+
+/// Per machine asking for remediation: why losing its etcd member now would cost quorum (the `etcd` input
+/// of [`decide`]). Like Cluster API, a control plane with a learner or a member still starting waits until
+/// that settles.
+pub fn etcd_unsafe_to_lose(
+    etcd: etcd_membership::Observed<'_>,
+    machines: &[ControlPlaneMachine],
+) -> BTreeMap<String, String> {
+    let settling = etcd
+        .members
+        .iter()
+        .find(|m| m.is_learner || !m.is_started())
+        .map(|m| {
+            format!(
+                "etcd member {} is still joining (learner or not started)",
+                m.label()
+            )
+        });
+    machines
+        .iter()
+        .filter(|m| wants_remediation(m))
+        .filter_map(|m| {
+            if let Some(why) = &settling {
+                return Some((m.name.clone(), why.clone()));
+            }
+            let member = etcd.members.iter().find(|member| {
+                etcd_membership::member_machine(member, etcd.machines)
+                    .is_some_and(|owner| owner.name == m.name)
+            })?;
+            etcd_membership::is_quorum_safe_without(member.id, etcd)
+                .err()
+                .map(|reason| (m.name.clone(), reason.to_string()))
+        })
+        .collect()
 }
 
 /// Whether the machine asks to be remediated.
@@ -689,5 +725,111 @@ mod tests {
             retry_count: 0,
         };
         assert_eq!(last(Some(&running), &machines).unwrap().machine, "now");
+    }
+
+    mod etcd_unsafe_to_lose {
+        use super::*;
+        use crate::etcd_membership::{EtcdMachine, Member, MemberState};
+
+        fn member(id: u64, name: &str, is_learner: bool) -> Member {
+            Member {
+                id,
+                name: name.into(),
+                peer_urls: vec![format!("https://{name}:2380")],
+                client_urls: vec![format!("https://{name}:2379")],
+                is_learner,
+            }
+        }
+
+        fn three_voters() -> [Member; 3] {
+            [
+                member(1, "node-a", false),
+                member(2, "node-b", false),
+                member(3, "node-c", false),
+            ]
+        }
+
+        fn reachable(states: &mut BTreeMap<u64, MemberState>, id: u64) {
+            states.insert(
+                id,
+                MemberState::Reachable {
+                    raft_index: 10,
+                    raft_applied_index: 10,
+                    is_leader: id == 1,
+                    alarms: vec![],
+                    errors: vec![],
+                },
+            );
+        }
+
+        fn etcd_machine(name: &str) -> EtcdMachine {
+            EtcdMachine {
+                name: name.into(),
+                node: Some(format!("node-{name}")),
+                up_to_date: true,
+                healthy: true,
+                ..Default::default()
+            }
+        }
+
+        fn judge(
+            members: &[Member],
+            states: &BTreeMap<u64, MemberState>,
+            machines: &[ControlPlaneMachine],
+        ) -> BTreeMap<String, String> {
+            let etcd_machines: Vec<EtcdMachine> =
+                machines.iter().map(|m| etcd_machine(&m.name)).collect();
+            let first_seen = BTreeMap::new();
+            let observed = etcd_membership::Observed {
+                members,
+                states,
+                machines: &etcd_machines,
+                first_seen: &first_seen,
+                now: at(0),
+                learner_timeout: etcd_membership::DEFAULT_LEARNER_TIMEOUT,
+                unstarted_grace: etcd_membership::DEFAULT_UNSTARTED_GRACE,
+            };
+            etcd_unsafe_to_lose(observed, machines)
+        }
+
+        #[test]
+        fn one_broken_member_of_three_may_go() {
+            let members = three_voters();
+            let mut states = BTreeMap::new();
+            reachable(&mut states, 1);
+            reachable(&mut states, 2);
+            states.insert(3, MemberState::Unreachable("connection refused".into()));
+            let machines = [healthy("a", 0), healthy("b", 1), unhealthy("c", 2)];
+            assert_eq!(judge(&members, &states, &machines), BTreeMap::new());
+        }
+
+        #[test]
+        fn a_healthy_member_may_not_go_while_another_is_down() {
+            let members = three_voters();
+            let mut states = BTreeMap::new();
+            reachable(&mut states, 1);
+            reachable(&mut states, 3);
+            states.insert(2, MemberState::Unreachable("connection refused".into()));
+            let machines = [healthy("a", 0), healthy("b", 1), unhealthy("c", 2)];
+            let unsafe_ = judge(&members, &states, &machines);
+            assert_eq!(unsafe_.keys().collect::<Vec<_>>(), ["c"]);
+            assert!(unsafe_["c"].contains("node-c"), "{}", unsafe_["c"]);
+        }
+
+        #[test]
+        fn a_joining_member_holds_every_remediation_and_is_named() {
+            let mut members = three_voters().to_vec();
+            members.push(member(0xabc, "node-d", true));
+            let mut states = BTreeMap::new();
+            for id in [1, 2, 3, 0xabc] {
+                reachable(&mut states, id);
+            }
+            let machines = [healthy("a", 0), healthy("b", 1), unhealthy("c", 2)];
+            let unsafe_ = judge(&members, &states, &machines);
+            assert_eq!(
+                unsafe_["c"],
+                "etcd member abc (node-d) is still joining (learner or not started)"
+            );
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! What both managers share: command-line options, the API server connection, `/healthz` + `/readyz`,
-//! Prometheus `/metrics`, the webhook server's options and its start on every replica, Lease-based
+//! Prometheus `/metrics`, Events, the webhook server's options and its start on every replica, Lease-based
 //! leader election, logging setup, graceful shutdown, and the offline `validate` command.
 
 pub mod duration;
+pub mod events;
 pub mod health;
 pub mod leader;
 pub mod manager;

@@ -30,6 +30,7 @@ use kubeadm_api::meta::{
 use serde_json::json;
 
 use kubeadm_runtime::Shutdown;
+use kubeadm_runtime::events;
 use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
 
 mod metrics;
@@ -669,17 +670,13 @@ async fn rotate_token(facts: &Facts, ctx: &Context) -> Result<Action, Error> {
             action: "RotateBootstrapToken".into(),
             secondary: None,
         };
-        publish(ctx, facts, &event).await;
+        publish(ctx, facts, event).await;
     }
     Ok(outcome.action())
 }
 
-/// Events are for people; a lost one must not fail or repeat the reconcile.
-async fn publish(ctx: &Context, facts: &Facts, event: &Event) {
-    let reference = facts.config.object_ref(&());
-    if let Err(e) = ctx.recorder.publish(event, &reference).await {
-        tracing::warn!(config = %facts.config.name_any(), reason = %event.reason, error = %e, "cannot record event");
-    }
+async fn publish(ctx: &Context, facts: &Facts, event: Event) {
+    events::publish(&ctx.recorder, &facts.config.object_ref(&()), event).await;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -924,7 +921,7 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
     )
     .await?;
     for event in events {
-        publish(ctx, facts, &event).await;
+        publish(ctx, facts, event).await;
     }
     Ok(())
 }
@@ -935,7 +932,7 @@ fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
     let event = |type_, reason: &str, action: &str, note: String| Event {
         type_,
         reason: reason.into(),
-        note: Some(truncate(note, EVENT_NOTE_LIMIT)),
+        note: Some(events::truncate(note, events::NOTE_LIMIT)),
         action: action.into(),
         secondary: None,
     };
@@ -978,20 +975,6 @@ fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
 }
 
 /// The API server refuses event notes over 1 kB.
-const EVENT_NOTE_LIMIT: usize = 1024;
-
-fn truncate(mut text: String, limit: usize) -> String {
-    if text.len() > limit {
-        let mut end = limit - '…'.len_utf8();
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
-}
-
 /// Sets a condition, keeping its transition time when the status does not change.
 fn set_condition(
     conditions: &mut Vec<Condition>,
@@ -1118,7 +1101,7 @@ mod tests {
         );
         let note = warning.note.unwrap();
         assert!(
-            note.len() <= EVENT_NOTE_LIMIT && note.ends_with('…'),
+            note.len() <= events::NOTE_LIMIT && note.ends_with('…'),
             "{note}"
         );
     }

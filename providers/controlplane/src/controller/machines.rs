@@ -777,8 +777,9 @@ pub(super) async fn report_health(
             .await
         {
             Ok(_) => {}
-            // Someone else wrote the Machine meanwhile: the next reconcile retries with fresh data.
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            // Someone else wrote the Machine meanwhile (or this reconcile deleted it): the next reconcile
+            // retries with fresh data.
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -75,8 +75,17 @@ impl Report {
         }
     }
 
+    /// Everything the status says about what this reconcile saw: health, etcd membership, counts, version
+    /// and the rollout and scale conditions.
+    pub(super) fn observe(&mut self, cp: &super::scope::ControlPlane<'_>) {
+        let machines = &cp.machines.machines;
+        self.health(machines, cp.desired.external_etcd);
+        self.etcd_membership(cp.etcd.as_ref().map(|e| &e.view), cp.etcd_action());
+        self.counts(&cp.desired, machines, &cp.plan, cp.initialized);
+    }
+
     /// Counts, version and conditions from the machines and the plan.
-    pub(super) fn observe(
+    fn counts(
         &mut self,
         desired: &DesiredState,
         machines: &[ControlPlaneMachine],
@@ -232,7 +241,7 @@ impl Report {
 
     /// Cluster-level health: `ControlPlaneComponentsHealthy` and `EtcdClusterHealthy`, naming the machines
     /// with problems.
-    pub(super) fn health(&mut self, machines: &[ControlPlaneMachine], external_etcd: bool) {
+    fn health(&mut self, machines: &[ControlPlaneMachine], external_etcd: bool) {
         fn problems(
             machines: &[ControlPlaneMachine],
             part: fn(&ControlPlaneMachine) -> &crate::machines::Health,
@@ -268,7 +277,7 @@ impl Report {
     }
 
     /// `EtcdMembershipSettled`: whether the etcd membership needs a change, and what it waits for.
-    pub(super) fn etcd_membership(
+    fn etcd_membership(
         &mut self,
         view: Option<&Result<super::etcd::EtcdView, super::etcd::Unobservable>>,
         action: Option<&crate::etcd_membership::Action>,

@@ -35,20 +35,13 @@ pub(super) enum Unreachable {
 }
 
 impl WorkloadClients {
-    pub(super) async fn get(
+    /// The client for the cluster whose kubeconfig Secret is `secret`, reused while the Secret is unchanged.
+    pub(super) async fn client_for(
         &self,
-        management: &kube::Client,
+        secret: &Secret,
         namespace: &str,
         cluster: &str,
     ) -> Result<kube::Client, Unreachable> {
-        let name = workload::kubeconfig_secret_name(cluster);
-        let secret = Api::<Secret>::namespaced(management.clone(), namespace)
-            .get_opt(&name)
-            .await?
-            .ok_or_else(|| WorkloadError::SecretMissing {
-                namespace: namespace.to_owned(),
-                name: name.clone(),
-            })?;
         let version = secret.resource_version().unwrap_or_default();
         let key = (namespace.to_owned(), cluster.to_owned());
         if let Some((cached, client)) = self.lock().get(&key)
@@ -56,7 +49,7 @@ impl WorkloadClients {
         {
             return Ok(client.clone());
         }
-        let client = workload::client_from_secret(&secret, namespace, cluster).await?;
+        let client = workload::client_from_secret(secret, namespace, cluster).await?;
         self.lock().insert(key, (version, client.clone()));
         Ok(client)
     }

@@ -3,50 +3,36 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
+use std::time::Duration;
+
 use kube::runtime::events::EventType;
 use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use serde_json::json;
 
-use super::etcd::{EtcdView, Unobservable, annotate_object};
-use super::machines::{self, Gathered};
-use super::metrics::METRICS;
-use super::{Context, Error, publish_about};
-use crate::etcd_membership::{self, EtcdMachine, Member};
+use crate::controller::etcd::annotate_object;
+use crate::controller::events::publish_about;
+use crate::controller::machines::{self, Gathered};
+use crate::controller::metrics::METRICS;
+use crate::controller::scope::ControlPlane;
+use crate::controller::status::Report;
+use crate::controller::{Context, Error, WAIT};
 use crate::remediation::{
     self, Decision, HEALTH_CHECK_SUCCEEDED_CONDITION, IN_PROGRESS_ANNOTATION,
     MACHINE_DELETING_REASON, OWNER_REMEDIATED_CONDITION, RemediationData, Settings,
 };
 
-/// What the remediation step did.
-pub(super) enum Outcome {
-    /// Nothing that ends this reconcile; the remediation shown as `status.lastRemediation`.
-    Continue(Option<RemediationData>),
-    /// A machine is being deleted to be replaced.
-    Remediated(RemediationData),
-}
-
-/// Inputs besides the gathered machines.
-pub(super) struct Inputs<'a> {
-    pub initialized: bool,
-    pub external_etcd: bool,
-    /// The etcd view of this reconcile (stacked etcd, initialized control plane).
-    pub etcd: Option<&'a Result<EtcdView, Unobservable>>,
-    pub etcd_machines: &'a [EtcdMachine],
-    pub now: Timestamp,
-}
-
 pub(super) async fn reconcile(
+    cp: &ControlPlane<'_>,
     ctx: &Context,
-    kcp: &KubeadmControlPlane,
-    gathered: &Gathered,
-    inputs: Inputs<'_>,
-) -> Result<Outcome, Error> {
-    let namespace = kcp.namespace().unwrap_or_default();
-    clear_recovered(ctx, &namespace, gathered).await?;
+    report: &mut Report,
+) -> Result<Option<Duration>, Error> {
+    let kcp = cp.kcp;
+    let gathered = &cp.machines;
+    let namespace = &cp.namespace;
+    clear_recovered(ctx, namespace, gathered).await?;
 
     let in_progress = match kcp.annotations().get(IN_PROGRESS_ANNOTATION) {
         None => None,
@@ -58,45 +44,45 @@ pub(super) async fn reconcile(
                 None
             }
             Err(e) => {
-                tracing::warn!(kcp = %kcp.name_any(), "{IN_PROGRESS_ANNOTATION}: {e}; removed");
+                tracing::warn!("{IN_PROGRESS_ANNOTATION}: {e}; removed");
                 set_in_progress(ctx, kcp, None).await?;
                 None
             }
         },
     };
 
-    let unsafe_to_lose = match inputs.etcd {
-        Some(Ok(view)) => Ok(etcd_unsafe_to_lose(
-            view,
-            &gathered.machines,
-            inputs.etcd_machines,
-            ctx,
-            inputs.now,
-        )),
-        Some(Err(cause)) => Err(cause.message.clone()),
-        None if inputs.external_etcd => Ok(BTreeMap::new()),
+    let unsafe_to_lose = match &cp.etcd {
+        Some(etcd) => match &etcd.view {
+            Ok(view) => Ok(remediation::etcd_unsafe_to_lose(
+                cp.membership_input(view),
+                &gathered.machines,
+            )),
+            Err(cause) => Err(cause.message.clone()),
+        },
+        None if cp.desired.external_etcd => Ok(BTreeMap::new()),
         None => Err("the etcd members were not listed".to_owned()),
     };
     let decision = remediation::decide(remediation::Observed {
         machines: &gathered.machines,
-        initialized: inputs.initialized,
-        external_etcd: inputs.external_etcd,
+        initialized: cp.initialized,
+        external_etcd: cp.desired.external_etcd,
         in_progress: in_progress.as_ref(),
         settings: Settings::of(kcp.spec.remediation.as_ref()),
-        now: inputs.now,
+        now: cp.now,
         etcd: unsafe_to_lose.as_ref().map_err(String::as_str),
     });
     let last = || remediation::last(in_progress.as_ref(), &gathered.machines).cloned();
     match decision {
         Decision::Nothing | Decision::Deleting { .. } | Decision::InProgress { .. } => {
-            Ok(Outcome::Continue(last()))
+            report.last_remediation(last().as_ref());
+            Ok(None)
         }
         Decision::Blocked {
             machine,
             reason,
             message,
         } => {
-            if set_owner_remediated(ctx, &namespace, gathered, &machine, reason, &message).await? {
+            if set_owner_remediated(ctx, namespace, gathered, &machine, reason, &message).await? {
                 publish_about(
                     ctx,
                     kcp,
@@ -108,7 +94,8 @@ pub(super) async fn reconcile(
                 )
                 .await;
             }
-            Ok(Outcome::Continue(last()))
+            report.last_remediation(last().as_ref());
+            Ok(None)
         }
         Decision::Remediate { machine, data } => {
             // The record goes first: a restart between the two finds it naming this machine and finishes.
@@ -117,14 +104,14 @@ pub(super) async fn reconcile(
             }
             set_owner_remediated(
                 ctx,
-                &namespace,
+                namespace,
                 gathered,
                 &machine,
                 MACHINE_DELETING_REASON,
                 "Machine is deleting",
             )
             .await?;
-            machines::delete(ctx, &namespace, &machine).await?;
+            machines::delete(ctx, namespace, &machine).await?;
             METRICS
                 .machines
                 .get_or_create(&[("action", "remediated")])
@@ -143,14 +130,15 @@ pub(super) async fn reconcile(
                 Some(&machine),
             )
             .await;
-            Ok(Outcome::Remediated(data))
+            report.last_remediation(Some(&data));
+            Ok(Some(WAIT))
         }
     }
 }
 
 /// The record to copy onto the machine created next, read live: the one written by the reconcile that
 /// deleted the unhealthy machine may not have reached this controller's cache yet.
-pub(super) async fn in_progress_record(
+pub(in crate::controller) async fn in_progress_record(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
 ) -> Result<Option<String>, Error> {
@@ -163,7 +151,7 @@ pub(super) async fn in_progress_record(
 }
 
 /// Sets (`Some`) or removes (`None`) the in-progress record on the control plane.
-pub(super) async fn set_in_progress(
+pub(in crate::controller) async fn set_in_progress(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
     data: Option<&RemediationData>,
@@ -179,54 +167,6 @@ pub(super) async fn set_in_progress(
     )
     .await?;
     Ok(())
-}
-
-/// Per machine asking for remediation: why losing its etcd member now would cost quorum. Like Cluster
-/// API, a control plane with a learner or a member still starting waits until that settles.
-fn etcd_unsafe_to_lose(
-    view: &EtcdView,
-    machines: &[crate::machines::ControlPlaneMachine],
-    etcd_machines: &[EtcdMachine],
-    ctx: &Context,
-    now: Timestamp,
-) -> BTreeMap<String, String> {
-    let observed = etcd_membership::Observed {
-        members: &view.members,
-        states: &view.states,
-        machines: etcd_machines,
-        first_seen: &view.first_seen,
-        now,
-        learner_timeout: ctx.etcd.learner_timeout,
-        unstarted_grace: ctx.etcd.unstarted_grace,
-    };
-    let settling = view
-        .members
-        .iter()
-        .find(|m| m.is_learner || !m.is_started())
-        .map(|m: &Member| {
-            let name = if m.name.is_empty() {
-                format!("{:x}", m.id)
-            } else {
-                m.name.clone()
-            };
-            format!("etcd member {name} is still joining (learner or not started)")
-        });
-    machines
-        .iter()
-        .filter(|m| remediation::wants_remediation(m))
-        .filter_map(|m| {
-            if let Some(why) = &settling {
-                return Some((m.name.clone(), why.clone()));
-            }
-            let member = view.members.iter().find(|member| {
-                etcd_membership::member_machine(member, etcd_machines)
-                    .is_some_and(|owner| owner.name == m.name)
-            })?;
-            etcd_membership::is_quorum_safe_without(member.id, observed)
-                .err()
-                .map(|reason| (m.name.clone(), reason.to_string()))
-        })
-        .collect()
 }
 
 /// Sets `OwnerRemediated` False on a machine; true if that changed it.
@@ -307,7 +247,7 @@ async fn write_conditions(
     match api
         .patch_status(
             &machine.name_any(),
-            &super::merge_params(),
+            &crate::controller::merge_params(),
             &Patch::Merge(&patch),
         )
         .await

@@ -1,0 +1,36 @@
+//! kube-proxy and CoreDNS follow the spec once the control plane is initialized and settled. A failure is
+//! an Event and does not hold the rest of the reconcile (etcd maintenance in particular).
+
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+
+use crate::controller::events::publish;
+use crate::controller::scope::ControlPlane;
+use crate::controller::{Context, Error, addons};
+
+pub(super) async fn reconcile(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+) -> Result<Option<Duration>, Error> {
+    if !cp.initialized {
+        return Ok(None);
+    }
+    let result = match cp.workload() {
+        Ok(client) => addons::reconcile(client, cp.kcp, &cp.desired).await,
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(changes) => {
+            for change in changes {
+                tracing::info!("{change}");
+                publish(ctx, cp.kcp, EventType::Normal, "AddonUpdated", &change).await;
+            }
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            publish(ctx, cp.kcp, EventType::Warning, "AddonUpdateFailed", &e).await;
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,45 @@
+//! Maintenance of settled etcd: one step of compaction, leader-aware defragmentation or a snapshot, when
+//! the rollout is idle and the membership needs nothing.
+
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+
+use crate::controller::events::publish;
+use crate::controller::scope::ControlPlane;
+use crate::controller::status::Report;
+use crate::controller::{AFTER_MAINTENANCE, Context, Error, etcd};
+use crate::etcd_membership;
+
+pub(super) async fn reconcile(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    report: &mut Report,
+) -> Result<Option<Duration>, Error> {
+    let (Some(view), Some(etcd_membership::Action::Nothing)) = (cp.etcd_view(), cp.etcd_action())
+    else {
+        return Ok(None);
+    };
+    let Some(done) = etcd::maintain(ctx, cp.kcp, cp.key(), view, cp.now).await? else {
+        return Ok(None);
+    };
+    tracing::info!("{}", done.note);
+    match &done.refused {
+        None => {
+            publish(
+                ctx,
+                cp.kcp,
+                EventType::Normal,
+                "EtcdMaintenance",
+                &done.note,
+            )
+            .await
+        }
+        Some(why) => publish(ctx, cp.kcp, EventType::Warning, "EtcdSnapshotRefused", why).await,
+    }
+    if done.snapshot.is_some() || done.refused.is_some() {
+        report.etcd_snapshot(done.refused.as_deref());
+    }
+    etcd::record_maintenance(ctx, cp.kcp, done.defragmentation, done.snapshot).await?;
+    Ok(Some(AFTER_MAINTENANCE))
+}

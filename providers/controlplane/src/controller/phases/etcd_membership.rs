@@ -1,0 +1,35 @@
+//! Makes the one etcd membership change the planner asks for (promote a learner, remove a stuck or
+//! orphaned member, move leadership, remove a leaving machine's member and release its hook).
+
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+
+use crate::controller::events::publish_about;
+use crate::controller::scope::ControlPlane;
+use crate::controller::{AFTER_ETCD_CHANGE, Context, Error, etcd};
+
+pub(super) async fn reconcile(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+) -> Result<Option<Duration>, Error> {
+    let (Some(view), Some(action)) = (cp.etcd_view(), cp.etcd_action()) else {
+        return Ok(None);
+    };
+    let Some(done) = etcd::execute(ctx, &cp.namespace, view, action, &cp.machines.machines).await?
+    else {
+        return Ok(None);
+    };
+    tracing::info!("{}", done.note);
+    publish_about(
+        ctx,
+        cp.kcp,
+        EventType::Normal,
+        "EtcdMembershipChanged",
+        done.action,
+        &done.note,
+        done.machine.as_deref(),
+    )
+    .await;
+    Ok(Some(AFTER_ETCD_CHANGE))
+}

@@ -1,0 +1,74 @@
+//! The phases of a control-plane reconcile, in the order they run. Each reads the one
+//! [`ControlPlane`] view, may take one step, and says whether it did: the first phase that acts ends the
+//! chain (one decision per reconcile); the status is written afterwards whatever ran.
+
+mod addons;
+mod etcd_maintenance;
+mod etcd_membership;
+mod rollout_and_scale;
+mod sync_machines;
+mod unhealthy_machines;
+
+use std::time::Duration;
+
+use super::scope::ControlPlane;
+use super::status::Report;
+use super::{Context, Error};
+
+/// A phase of the reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Leftovers of interrupted machine creations removed; labels and annotations propagated in place.
+    SyncMachines,
+    /// etcd membership changes first: they finish what an earlier step started (a join, a deletion).
+    EtcdMembership,
+    /// Then unhealthy machines: one replaced at a time, before any other change.
+    UnhealthyMachines,
+    /// Then the rollout or scale step the plan chose.
+    RolloutAndScale,
+    /// A settled control plane: kube-proxy and CoreDNS follow the spec.
+    Addons,
+    /// A settled control plane with settled etcd: compaction, defragmentation and snapshots.
+    EtcdMaintenance,
+}
+
+/// Every phase, in order.
+pub(super) const PHASES: [Phase; 6] = [
+    Phase::SyncMachines,
+    Phase::EtcdMembership,
+    Phase::UnhealthyMachines,
+    Phase::RolloutAndScale,
+    Phase::Addons,
+    Phase::EtcdMaintenance,
+];
+
+impl Phase {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Phase::SyncMachines => "sync_machines",
+            Phase::EtcdMembership => "etcd_membership",
+            Phase::UnhealthyMachines => "unhealthy_machines",
+            Phase::RolloutAndScale => "rollout_and_scale",
+            Phase::Addons => "addons",
+            Phase::EtcdMaintenance => "etcd_maintenance",
+        }
+    }
+
+    /// Runs the phase: `Some(after)` when it acted (or has to wait) and the reconcile ends here, to look
+    /// again `after` unless a watch event comes first.
+    pub(super) async fn run(
+        self,
+        cp: &ControlPlane<'_>,
+        ctx: &Context,
+        report: &mut Report,
+    ) -> Result<Option<Duration>, Error> {
+        match self {
+            Phase::SyncMachines => sync_machines::reconcile(cp, ctx).await,
+            Phase::EtcdMembership => etcd_membership::reconcile(cp, ctx).await,
+            Phase::UnhealthyMachines => unhealthy_machines::reconcile(cp, ctx, report).await,
+            Phase::RolloutAndScale => rollout_and_scale::reconcile(cp, ctx, report).await,
+            Phase::Addons => addons::reconcile(cp, ctx).await,
+            Phase::EtcdMaintenance => etcd_maintenance::reconcile(cp, ctx, report).await,
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The reconcile of a live KubeadmControlPlane: check what the Cluster has to give, put the credentials in
+//! place, observe once into a [`ControlPlane`], run the phases until one acts, then write the status once,
+//! whatever path ran.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kubeadm_api::cluster::v1beta2::Cluster;
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+
+use super::events::publish;
+use super::phases::PHASES;
+use super::scope::ControlPlane;
+use super::status::Report;
+use super::{Context, ETCD_RESYNC, Error, RESYNC, WAIT, credentials, machines};
+use crate::desired::DesiredState;
+use crate::etcd_membership;
+
+pub(super) async fn reconcile_live(
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let mut report = Report::new(kcp);
+    let outcome = run(kcp, cluster, ctx, &mut report).await;
+    let written = report.write(ctx, kcp).await;
+    let action = outcome?;
+    written?;
+    Ok(action)
+}
+
+async fn run(
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    ctx: &Context,
+    report: &mut Report,
+) -> Result<Action, Error> {
+    let desired = match DesiredState::of(kcp) {
+        Ok(desired) => desired,
+        Err(e) => {
+            report.invalid_spec(&e);
+            publish(ctx, kcp, EventType::Warning, "InvalidSpec", &e.to_string()).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let Some(server) = cluster_ready(ctx, kcp, cluster, report).await else {
+        return Ok(Action::requeue(WAIT));
+    };
+    let certificates = credentials::certificates(ctx, kcp, cluster, report).await?;
+    let workload =
+        credentials::kubeconfig(ctx, kcp, &cluster.name_any(), &server, &certificates.ca).await?;
+
+    let cp = ControlPlane::observe(ctx, kcp, cluster, desired, &certificates, workload).await?;
+    let mut acted = None;
+    let mut failed = None;
+    for phase in PHASES {
+        match phase.run(&cp, ctx, report).await {
+            Ok(None) => {}
+            Ok(Some(action)) => {
+                tracing::debug!(phase = phase.name(), "acted");
+                acted = Some(action);
+                break;
+            }
+            Err(e) => {
+                tracing::debug!(phase = phase.name(), error = %e, "failed");
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    // The status says what this reconcile saw, whichever phase ended it.
+    report.observe(&cp);
+    let reported =
+        machines::report_health(ctx, &cp.namespace, &cp.machines, &cp.plan.outdated).await;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    reported?;
+    Ok(Action::requeue(requeue(&cp, acted)))
+}
+
+/// When to look again: what the acting phase asked for, or the resync of a settled control plane; never
+/// later than a running etcd learner timeout or unstarted grace (the lowest wins).
+fn requeue(cp: &ControlPlane<'_>, acted: Option<Duration>) -> Duration {
+    let settled = if cp.desired.external_etcd {
+        RESYNC
+    } else {
+        ETCD_RESYNC
+    };
+    let after = acted.unwrap_or(settled);
+    match cp.etcd.as_ref().and_then(|e| e.membership.as_ref()) {
+        Some(membership) if matches!(membership.action, etcd_membership::Action::Wait(_)) => {
+            let until_expiry = membership.next_expiry.map_or(WAIT, |at| {
+                let left = at.duration_since(cp.now);
+                let left = if left.is_negative() {
+                    Duration::ZERO
+                } else {
+                    left.unsigned_abs()
+                };
+                left.max(Duration::from_secs(1))
+            });
+            after.min(WAIT).min(until_expiry)
+        }
+        _ => after,
+    }
+}
+
+/// The Cluster's infrastructure is provisioned and its control-plane endpoint set: returns the endpoint as
+/// `https://host:port`, or says in the status (and, when that is news, an Event) what is missing.
+async fn cluster_ready(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    report: &mut Report,
+) -> Option<String> {
+    let provisioned = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.infrastructure_provisioned)
+        == Some(true);
+    let cluster_ref = format!(
+        "Cluster {}/{}",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    );
+    let (reason, type_, message) = if !provisioned {
+        let message = format!("{cluster_ref}: infrastructure is not provisioned yet");
+        ("WaitingForInfrastructure", EventType::Normal, message)
+    } else if let Some(server) = endpoint_url(cluster) {
+        return Some(server);
+    } else {
+        let message = format!("{cluster_ref}: spec.controlPlaneEndpoint is not set yet");
+        (
+            "WaitingForControlPlaneEndpoint",
+            EventType::Warning,
+            message,
+        )
+    };
+    if report.waiting_for_cluster(reason, &message) {
+        publish(ctx, kcp, type_, reason, &message).await;
+    }
+    None
+}
+
+/// `https://host:port` of the Cluster's control-plane endpoint.
+fn endpoint_url(cluster: &Cluster) -> Option<String> {
+    let endpoint = cluster.spec.control_plane_endpoint.as_ref()?;
+    let host = endpoint.host.as_deref().filter(|h| !h.is_empty())?;
+    let port = endpoint.port.filter(|p| *p > 0).unwrap_or(6443);
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    Some(format!("https://{host}:{port}"))
+}

@@ -1,0 +1,217 @@
+//! One reconcile's view of a control plane: observed once (the machines with their configs and
+//! infrastructure, the workload cluster, etcd), the decisions that depend only on it computed once (which
+//! machines are up to date, what etcd's membership needs, the rollout step), then read by every phase.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use kubeadm_api::cluster::v1beta2::Cluster;
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_bootstrap::render::ClusterCertificates;
+
+use super::etcd::{EtcdView, Unobservable};
+use super::machines::{self, Gathered};
+use super::observe::{self, Workload};
+use super::{Context, Error};
+use crate::desired::DesiredState;
+use crate::etcd_membership::{self, EtcdMachine};
+use crate::plan::{self, Plan};
+use crate::preflight::Blocker;
+
+/// Everything a phase reads about one control plane in one reconcile.
+pub(super) struct ControlPlane<'a> {
+    pub kcp: &'a KubeadmControlPlane,
+    pub cluster: &'a Cluster,
+    pub namespace: String,
+    pub cluster_name: String,
+    pub desired: DesiredState,
+    pub now: Timestamp,
+    /// The control-plane machines, each with the health the workload cluster and etcd showed.
+    pub machines: Gathered,
+    /// The workload cluster's client, or why there is none.
+    pub workload: Result<kube::Client, String>,
+    /// `kubeadm init` has run (the status said so before, or the workload cluster shows it).
+    pub initialized: bool,
+    /// Stacked etcd of an initialized control plane; `None` for external etcd or before `kubeadm init`.
+    pub etcd: Option<Etcd>,
+    /// The machines in the etcd planner's terms.
+    pub etcd_machines: Vec<EtcdMachine>,
+    /// The rollout or scale step, with which machines are up to date and why the others are not.
+    pub plan: Plan,
+    learner_timeout: SignedDuration,
+    unstarted_grace: SignedDuration,
+}
+
+/// What etcd showed and what its membership needs.
+pub(super) struct Etcd {
+    pub view: Result<EtcdView, Unobservable>,
+    /// The planner's answers; `None` when etcd could not be observed.
+    pub membership: Option<Membership>,
+}
+
+/// The etcd membership planner's answers for this reconcile.
+pub(super) struct Membership {
+    pub action: etcd_membership::Action,
+    /// When a learner timeout or an unstarted member's grace runs out, if one is running.
+    pub next_expiry: Option<Timestamp>,
+}
+
+impl<'a> ControlPlane<'a> {
+    /// Observes the control plane whose cluster certificates and kubeconfig Secret are in place (etcd is
+    /// reached with a client certificate from the cluster's etcd CA).
+    pub(super) async fn observe(
+        ctx: &Context,
+        kcp: &'a KubeadmControlPlane,
+        cluster: &'a Cluster,
+        desired: DesiredState,
+        certificates: &ClusterCertificates,
+        workload: Result<kube::Client, String>,
+    ) -> Result<ControlPlane<'a>, Error> {
+        let namespace = kcp.namespace().unwrap_or_default();
+        let cluster_name = cluster.name_any();
+        let now = Timestamp::now();
+        let mut gathered = machines::gather(ctx, kcp, &cluster_name).await?;
+        let was_initialized = kcp
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.control_plane_initialized)
+            == Some(true);
+        let seen = observe::workload(ctx, kcp, &workload, was_initialized, &gathered).await;
+        let initialized = was_initialized || seen.initialized();
+        let view = match &seen {
+            Workload::Seen { .. } if !desired.external_etcd && initialized => Some(
+                observe::etcd(
+                    ctx,
+                    (namespace.clone(), cluster_name.clone()),
+                    &certificates.etcd,
+                    &workload,
+                    &gathered,
+                    seen.pods(),
+                    now,
+                )
+                .await,
+            ),
+            // An unreachable workload cluster hides etcd too: every member's health is unknown.
+            Workload::Unreachable(cause) if !desired.external_etcd && initialized => Some(Err(
+                Unobservable::new(format!("workload cluster unreachable: {cause}")),
+            )),
+            _ => None,
+        };
+        observe::judge_health(&mut gathered, seen, view.as_ref(), desired.external_etcd);
+
+        let partition = plan::partition(&desired, &gathered.machines, now);
+        let etcd_machines =
+            super::etcd::planner_machines(&gathered.machines, &partition.up_to_date);
+        let mut control_plane = ControlPlane {
+            kcp,
+            cluster,
+            namespace,
+            cluster_name,
+            desired,
+            now,
+            machines: gathered,
+            workload,
+            initialized,
+            etcd: None,
+            etcd_machines,
+            plan: Plan {
+                step: plan::Step::Idle,
+                outdated: BTreeMap::new(),
+                up_to_date: Vec::new(),
+            },
+            learner_timeout: ctx.etcd.learner_timeout,
+            unstarted_grace: ctx.etcd.unstarted_grace,
+        };
+        let mut refusal = None;
+        if let Some(view) = view {
+            let membership = match &view {
+                Ok(view) => {
+                    let observed = control_plane.membership_input(view);
+                    if let Err(reason) = etcd_membership::may_add_member(observed) {
+                        refusal = Some(Blocker::EtcdMembership(reason));
+                    }
+                    Some(Membership {
+                        action: etcd_membership::next_action(observed),
+                        next_expiry: etcd_membership::next_expiry(observed),
+                    })
+                }
+                Err(cause) => {
+                    refusal = Some(Blocker::EtcdUnobservable(cause.to_string()));
+                    None
+                }
+            };
+            control_plane.etcd = Some(Etcd { view, membership });
+        }
+        let failure_domains = control_plane_failure_domains(cluster);
+        control_plane.plan = plan::next_step(
+            plan::Observed {
+                desired: &control_plane.desired,
+                machines: &control_plane.machines.machines,
+                failure_domains: &failure_domains,
+                etcd_refuses_member: refusal.as_ref(),
+            },
+            partition,
+        );
+        Ok(control_plane)
+    }
+
+    /// The etcd membership planner's input: the one place it is built, for every decision that asks.
+    pub(super) fn membership_input<'v>(
+        &'v self,
+        view: &'v EtcdView,
+    ) -> etcd_membership::Observed<'v> {
+        etcd_membership::Observed {
+            members: &view.members,
+            states: &view.states,
+            machines: &self.etcd_machines,
+            first_seen: &view.first_seen,
+            now: self.now,
+            learner_timeout: self.learner_timeout,
+            unstarted_grace: self.unstarted_grace,
+        }
+    }
+
+    /// The etcd view, when etcd was observed.
+    pub(super) fn etcd_view(&self) -> Option<&EtcdView> {
+        self.etcd.as_ref().and_then(|e| e.view.as_ref().ok())
+    }
+
+    /// The membership change etcd needs, when etcd was observed.
+    pub(super) fn etcd_action(&self) -> Option<&etcd_membership::Action> {
+        self.etcd
+            .as_ref()
+            .and_then(|e| e.membership.as_ref())
+            .map(|m| &m.action)
+    }
+
+    /// The workload cluster's client, or the error that says why there is none.
+    pub(super) fn workload(&self) -> Result<&kube::Client, Error> {
+        self.workload
+            .as_ref()
+            .map_err(|cause| Error::Workload(cause.clone()))
+    }
+
+    /// (namespace, cluster), the key of per-cluster state kept between reconciles.
+    pub(super) fn key(&self) -> (String, String) {
+        (self.namespace.clone(), self.cluster_name.clone())
+    }
+}
+
+/// Sorted names of the Cluster's failure domains that may hold control-plane machines.
+fn control_plane_failure_domains(cluster: &Cluster) -> Vec<String> {
+    let mut names: Vec<String> = cluster
+        .status
+        .as_ref()
+        .map(|s| {
+            s.failure_domains
+                .iter()
+                .filter(|d| d.control_plane == Some(true))
+                .map(|d| d.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
