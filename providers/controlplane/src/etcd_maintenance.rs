@@ -9,7 +9,7 @@ use std::fmt;
 
 use k8s_openapi::jiff::{Timestamp, ToSpan, civil::Time, tz::TimeZone};
 
-use crate::etcd_membership::{Member, MemberState};
+use crate::etcd_membership::{Member, MemberState, judge_member};
 
 /// Annotation on the KubeadmControlPlane: daily defragmentation time `HH:MM` (UTC), or `disabled`.
 pub const SCHEDULE_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-defrag-schedule";
@@ -80,83 +80,6 @@ pub fn snapshot_secrets_to_prune(names: &[String], cluster: &str, keep: usize) -
     ours.sort();
     let excess = ours.len().saturating_sub(keep);
     ours.into_iter().take(excess).cloned().collect()
-}
-
-/// A snapshot compressed with gzip as it streams in, refused as soon as the compressed bytes pass
-/// `limit`: a database too large for a Secret is noticed after about `limit` compressed bytes, not after
-/// the whole database went through memory.
-pub struct CompressedSnapshot {
-    encoder: flate2::write::GzEncoder<Vec<u8>>,
-    limit: usize,
-    exceeded: bool,
-}
-
-impl CompressedSnapshot {
-    pub fn new(limit: usize) -> Self {
-        Self {
-            encoder: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()),
-            limit,
-            exceeded: false,
-        }
-    }
-
-    /// Whether the compressed snapshot outgrew the limit (the stream was then refused).
-    pub fn exceeded(&self) -> bool {
-        self.exceeded
-    }
-
-    /// The finished gzip stream; an error when it outgrew the limit.
-    pub fn finish(mut self) -> std::io::Result<Vec<u8>> {
-        if self.exceeded {
-            return Err(Self::too_large(self.limit));
-        }
-        let compressed = self.encoder.finish()?;
-        if compressed.len() > self.limit {
-            self.exceeded = true;
-            return Err(Self::too_large(self.limit));
-        }
-        Ok(compressed)
-    }
-
-    fn too_large(limit: usize) -> std::io::Error {
-        std::io::Error::other(format!(
-            "the compressed snapshot exceeds {limit} bytes, more than a Secret can hold"
-        ))
-    }
-}
-
-impl tokio::io::AsyncWrite for CompressedSnapshot {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        use std::io::Write;
-        if self.exceeded {
-            return std::task::Poll::Ready(Err(Self::too_large(self.limit)));
-        }
-        let written = self.encoder.write_all(buf);
-        if written.is_ok() && self.encoder.get_ref().len() > self.limit {
-            self.exceeded = true;
-            return std::task::Poll::Ready(Err(Self::too_large(self.limit)));
-        }
-        std::task::Poll::Ready(written.map(|()| buf.len()))
-    }
-
-    // A gzip flush would only add sync markers; everything is finished in `finish`.
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
 }
 
 /// Snapshot files of one cluster to delete so that the newest `keep` remain. Names sort by time
@@ -299,33 +222,14 @@ pub fn next_step(
     }
     let mut leader = None;
     for member in &voters {
-        match states.get(&member.id) {
-            Some(MemberState::Reachable {
-                alarms,
-                errors,
-                is_leader,
-                ..
-            }) if alarms.is_empty() && errors.is_empty() => {
-                if *is_leader {
-                    leader = Some(member.id);
-                }
-            }
-            Some(MemberState::Reachable { alarms, errors, .. }) => {
-                return Step::Wait(format!(
-                    "member {:x} reports {}",
-                    member.id,
-                    alarms
-                        .iter()
-                        .chain(errors)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            Some(MemberState::Unreachable(cause)) => {
-                return Step::Wait(format!("member {:x} unreachable: {cause}", member.id));
-            }
-            None => return Step::Wait(format!("member {:x} was not probed", member.id)),
+        if let Err(reason) = judge_member(member, states) {
+            return Step::Wait(reason.to_string());
+        }
+        if let Some(MemberState::Reachable {
+            is_leader: true, ..
+        }) = states.get(&member.id)
+        {
+            leader = Some(member.id);
         }
     }
     let Some(leader) = leader else {
@@ -434,7 +338,7 @@ mod tests {
         states.insert(3, MemberState::Unreachable("connection refused".into()));
         assert_eq!(
             next_step(&members, &states, true, None),
-            Step::Wait("member 3 unreachable: connection refused".into())
+            Step::Wait("member 3 (node-3) unreachable: connection refused".into())
         );
         let mut states = healthy(1, &[1, 2, 3]);
         if let Some(MemberState::Reachable { alarms, .. }) = states.get_mut(&2) {
@@ -518,45 +422,6 @@ mod tests {
         );
         assert_eq!(snapshot_secrets_to_prune(&names, "prod", 0).len(), 3);
         assert!(snapshot_secrets_to_prune(&names, "prod", 3).is_empty());
-    }
-
-    #[tokio::test]
-    async fn snapshots_are_gzipped_and_refused_past_the_limit() {
-        use std::io::Read;
-        use tokio::io::AsyncWriteExt;
-        let repetitive = vec![7u8; 4 * 1024 * 1024];
-        let mut out = CompressedSnapshot::new(64 * 1024);
-        for chunk in repetitive.chunks(64 * 1024) {
-            out.write_all(chunk).await.unwrap();
-        }
-        out.flush().await.unwrap();
-        let compressed = out.finish().unwrap();
-        assert!(compressed.len() < 64 * 1024, "{}", compressed.len());
-        let mut restored = Vec::new();
-        flate2::read::GzDecoder::new(compressed.as_slice())
-            .read_to_end(&mut restored)
-            .unwrap();
-        assert_eq!(restored, repetitive);
-
-        // Random bytes do not compress: refused once the compressed stream passes the limit.
-        let mut noise = vec![0u8; 256 * 1024];
-        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut noise).unwrap();
-        let mut out = CompressedSnapshot::new(64 * 1024);
-        let mut refused = None;
-        for (i, chunk) in noise.chunks(16 * 1024).enumerate() {
-            if let Err(e) = out.write_all(chunk).await {
-                refused = Some((i, e));
-                break;
-            }
-        }
-        let (at_chunk, error) = refused.expect("the limit was never reached");
-        assert!(out.exceeded());
-        assert!(at_chunk < 8, "refused early, after chunk {at_chunk}");
-        assert!(
-            error.to_string().contains("more than a Secret can hold"),
-            "{error}"
-        );
-        assert!(out.finish().is_err());
     }
 
     #[test]

@@ -78,7 +78,7 @@ async fn voters_are_listed_with_status_and_no_alarms(release: EtcdRelease) {
         let listed = members.iter().find(|l| l.name == m.name).unwrap();
         assert_eq!(listed.client_urls, vec![m.client_url.clone()]);
         assert_eq!(listed.peer_urls, vec![m.peer_url.clone()]);
-        assert!(!listed.is_learner && !listed.is_unstarted());
+        assert!(!listed.is_learner && listed.is_started());
     }
     let mut leaders = Vec::new();
     for (url, m) in endpoints.iter().zip(f.cluster.members()) {
@@ -150,7 +150,7 @@ async fn an_unstarted_learner_is_listed_without_status_and_removed(release: Etcd
 
     let observed = f.etcd.observe(&endpoints).await.unwrap();
     let learner = observed.member(added.id).expect("the learner is listed");
-    assert!(learner.is_learner && learner.is_unstarted(), "{learner:?}");
+    assert!(learner.is_learner && !learner.is_started(), "{learner:?}");
     assert!(learner.name.is_empty() && learner.client_urls.is_empty());
     assert!(
         !observed.states.contains_key(&added.id),
@@ -260,7 +260,7 @@ async fn a_joining_learner_is_promoted_as_soon_as_it_is_in_sync(release: EtcdRel
     assert_eq!(status.id, learner_id);
     let members = f.etcd.member_list(&learner_url).await.unwrap();
     assert_eq!(members.len(), 4);
-    assert!(members.iter().all(|m| !m.is_learner && !m.is_unstarted()));
+    assert!(members.iter().all(|m| !m.is_learner && m.is_started()));
     // Promoting again is a no-op: it is a voter already.
     f.etcd.promote(&voters[1], learner_id).await.unwrap();
     put_and_get(&f.cluster, "after-promotion").await;

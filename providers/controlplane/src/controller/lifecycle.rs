@@ -6,7 +6,8 @@ use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 
-use super::{Context, Error, etcd, machines, merge_params, owner_cluster};
+use super::annotations::annotate_machine;
+use super::{Context, Error, machines, merge_params, owner_cluster};
 use crate::machines::CLEANUP_HOOK_ANNOTATION;
 
 /// Finalizer on every KubeadmControlPlane, as Cluster API names it.
@@ -101,7 +102,7 @@ pub(super) async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<
         let name = machine.name_any();
         // The whole cluster goes, its etcd with it: no member needs to leave first.
         if machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION) {
-            etcd::annotate(ctx, &namespace, &name, CLEANUP_HOOK_ANNOTATION, None).await?;
+            annotate_machine(ctx, &namespace, &name, CLEANUP_HOOK_ANNOTATION, None).await?;
         }
         if machine.meta().deletion_timestamp.is_none() {
             machines::delete(ctx, &namespace, &name).await?;

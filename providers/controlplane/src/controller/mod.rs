@@ -3,6 +3,7 @@
 //! [`reconcile`]): observe once, take at most one step, write the status once.
 
 mod addons;
+mod annotations;
 mod credentials;
 mod etcd;
 mod events;
@@ -116,6 +117,12 @@ pub enum Error {
     Workload(String),
 }
 
+impl From<crate::etcd::EtcdError> for Error {
+    fn from(e: crate::etcd::EtcdError) -> Self {
+        Error::Etcd(e.to_string())
+    }
+}
+
 impl From<workload::Unreachable> for Error {
     fn from(e: workload::Unreachable) -> Self {
         Error::Workload(e.to_string())
@@ -145,7 +152,7 @@ pub struct Context {
     /// Discovered infrastructure kinds.
     resources: machines::Resources,
     /// etcd clients and learner timers.
-    etcd: etcd::EtcdCare,
+    etcd: etcd::EtcdSessions,
     /// Retry delays of control planes whose last reconcile failed; cleared by a success.
     backoff: Mutex<HashMap<ObjectRef<KubeadmControlPlane>, ExponentialBackoff>>,
 }
@@ -169,7 +176,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let watch = watcher_config(&settings.watch_filter);
     let client = counted(&client);
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
-    let etcd = etcd::EtcdCare::new(settings.learner_timeout, settings.unstarted_grace);
+    let etcd = etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
     let context = Arc::new(Context {
         client,
         settings,

@@ -16,23 +16,8 @@ pub use client::{EtcdClientConfig, EtcdClients, EtcdError, TlsProblem, WorkloadE
 pub use port_forward::{EtcdAccess, PortForwards};
 pub use tls::{EtcdClientCert, EtcdTlsError, issue_client_cert};
 
-/// One entry of etcd's member list. A member that was added but never started has an empty `name` and no
-/// `client_urls`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Member {
-    pub id: u64,
-    pub name: String,
-    pub peer_urls: Vec<String>,
-    pub client_urls: Vec<String>,
-    pub is_learner: bool,
-}
-
-impl Member {
-    /// Added to the member list but its process never joined.
-    pub fn is_unstarted(&self) -> bool {
-        self.name.is_empty() && self.client_urls.is_empty()
-    }
-}
+/// One entry of etcd's member list, in the one type the planner, maintenance and remediation share.
+pub use crate::etcd_membership::Member;
 
 /// What one member says about itself.
 #[derive(Clone, Debug, PartialEq, Eq)]

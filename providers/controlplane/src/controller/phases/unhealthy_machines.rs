@@ -12,7 +12,7 @@ use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use serde_json::json;
 
-use crate::controller::etcd::annotate_object;
+use crate::controller::annotations::annotate_object;
 use crate::controller::events::publish_about;
 use crate::controller::machines::{self, Gathered};
 use crate::controller::metrics::METRICS;

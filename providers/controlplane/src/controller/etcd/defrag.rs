@@ -1,0 +1,155 @@
+//! One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]).
+
+use std::sync::PoisonError;
+
+use k8s_openapi::jiff::Timestamp;
+use kubeadm_api::controlplane::v1beta2::{
+    EtcdDefragmentationStatus, EtcdSnapshotStatus, KubeadmControlPlane,
+};
+
+use super::snapshot::snapshot;
+use super::{ClusterKey, EtcdSessions, EtcdView, whole_seconds};
+use crate::controller::annotations::annotate_kcp;
+use crate::controller::{Context, Error};
+use crate::etcd_maintenance::{self, DailyAt, LAST_DEFRAG_ANNOTATION, SCHEDULE_ANNOTATION};
+
+/// A maintenance step taken: the note for its Event and, when it finished something, the record for the
+/// status.
+#[derive(Debug, Default)]
+pub(in crate::controller) struct Maintained {
+    pub note: String,
+    pub defragmentation: Option<EtcdDefragmentationStatus>,
+    pub snapshot: Option<EtcdSnapshotStatus>,
+    /// A snapshot that was taken but could not be kept, and why.
+    pub refused: Option<String>,
+}
+
+impl From<String> for Maintained {
+    fn from(note: String) -> Self {
+        Self {
+            note,
+            ..Self::default()
+        }
+    }
+}
+
+/// One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]); returns
+/// what was done, or `None` when nothing was due.
+pub(in crate::controller) async fn maintain(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    key: ClusterKey,
+    view: &EtcdView,
+    now: Timestamp,
+) -> Result<Option<Maintained>, Error> {
+    use etcd_maintenance::Step;
+    use kube::ResourceExt;
+    let annotations = kcp.annotations();
+    let schedule = match annotations.get(SCHEDULE_ANNOTATION) {
+        None => Some(etcd_maintenance::DEFAULT_SCHEDULE),
+        Some(text) => DailyAt::parse(text).map_err(Error::Etcd)?,
+    };
+    let last = annotations
+        .get(LAST_DEFRAG_ANNOTATION)
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    if schedule.is_some() && last.is_none() {
+        // Start the clock: the first round runs at the next scheduled time, not right away.
+        annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
+        return Ok(None);
+    }
+    let due = etcd_maintenance::due(schedule, last, now);
+    let round = current_round(&ctx.etcd, &key);
+    let step = etcd_maintenance::next_step(&view.members, &view.states, due, round.as_ref());
+    let db_size = || -> i64 {
+        view.observation
+            .states
+            .values()
+            .filter_map(|s| s.as_ref().ok())
+            .map(|s| s.db_size)
+            .sum()
+    };
+    let rounds = || {
+        ctx.etcd
+            .rounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    };
+    match step {
+        Step::Nothing | Step::Wait(_) => snapshot(ctx, kcp, &key, view, now).await,
+        Step::Compact => {
+            let revision = view
+                .observation
+                .leader
+                .and_then(|id| view.observation.states.get(&id))
+                .and_then(|s| s.as_ref().ok())
+                .map(|s| s.revision)
+                .ok_or_else(|| Error::Etcd("no revision from the leader".into()))?;
+            match view.etcd.compact(&view.leader()?, revision).await {
+                Ok(()) => {}
+                // kube-apiserver compacts too; an already compacted revision is fine.
+                Err(e) if e.to_string().contains("compacted") => {}
+                Err(e) => return Err(e.into()),
+            }
+            let mut rounds = rounds();
+            let round = rounds.entry(key).or_default();
+            round.compacted = true;
+            round.db_size_before = db_size();
+            Ok(Some(
+                format!("compacted etcd to revision {revision} before defragmenting").into(),
+            ))
+        }
+        Step::Defragment { member } => {
+            let endpoint = view
+                .members
+                .iter()
+                .find(|m| m.id == member)
+                .and_then(|m| m.client_urls.first().cloned())
+                .ok_or_else(|| Error::Etcd(format!("member {member:x} has no client URL")))?;
+            view.etcd.defragment(&endpoint).await?;
+            rounds().entry(key).or_default().defragmented.push(member);
+            Ok(Some(format!("defragmented etcd member {member:x}").into()))
+        }
+        Step::MoveLeader { from, to } => {
+            view.etcd.move_leader(&view.leader()?, to).await?;
+            Ok(Some(
+                format!(
+                    "moved etcd leadership from {from:x} to {to:x} to defragment the former leader"
+                )
+                .into(),
+            ))
+        }
+        Step::Finished => {
+            let round = rounds().remove(&key).unwrap_or_default();
+            annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
+            let after = db_size();
+            let members = round
+                .defragmented
+                .iter()
+                .map(|id| view.member_name(*id))
+                .collect();
+            Ok(Some(Maintained {
+                note: format!(
+                    "defragmented all {} etcd members: database files {} → {after} bytes",
+                    view.members.len(),
+                    round.db_size_before,
+                ),
+                defragmentation: Some(EtcdDefragmentationStatus {
+                    time: whole_seconds(now),
+                    members,
+                    db_size_before: Some(round.db_size_before),
+                    db_size_after: Some(after),
+                }),
+                snapshot: None,
+                refused: None,
+            }))
+        }
+    }
+}
+
+fn current_round(care: &EtcdSessions, key: &ClusterKey) -> Option<etcd_maintenance::Round> {
+    care.rounds
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(key)
+        .cloned()
+}

@@ -1,0 +1,344 @@
+//! One observation of etcd per reconcile, in the planner's terms, and each machine's member health.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError};
+
+use k8s_openapi::jiff::Timestamp;
+use kubeadm_bootstrap::render::CertPem;
+
+use super::{ClusterKey, EtcdSessions};
+use crate::controller::Error;
+use crate::etcd::{EtcdClientCert, Observation, WorkloadEtcd, issue_client_cert};
+use crate::etcd_membership::{self, EtcdMachine, Member, MemberLabel, MemberState};
+use crate::machines::{ControlPlaneMachine, Health};
+
+/// Why etcd could not be observed at all this reconcile.
+#[derive(Debug)]
+pub(in crate::controller) struct Unobservable {
+    pub message: String,
+    /// Certificate refusals by client URL, so that each machine's member is named with its cause.
+    pub refusals: BTreeMap<String, String>,
+}
+
+impl Unobservable {
+    pub(in crate::controller) fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            refusals: BTreeMap::new(),
+        }
+    }
+
+    /// The condition reason: a certificate problem needs a person; anything else may pass by itself.
+    pub fn reason(&self) -> &'static str {
+        if self.refusals.is_empty() {
+            "EtcdNotObservable"
+        } else {
+            "EtcdCertificateRefused"
+        }
+    }
+
+    /// The health of the etcd member served at `endpoints` (one machine's etcd pod).
+    pub fn member_health(&self, node: &str, endpoints: &[String]) -> Health {
+        match endpoints.iter().find_map(|e| self.refusals.get(e)) {
+            Some(refusal) => Health::Unhealthy(format!("etcd member {node}: {refusal}")),
+            None => Health::Unknown(format!("etcd not observable: {}", self.message)),
+        }
+    }
+}
+
+impl EtcdView {
+    /// Client URL of the leader, where membership and leadership changes go.
+    pub(in crate::controller) fn leader(&self) -> Result<String, Error> {
+        self.observation
+            .leader_endpoint()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Etcd("etcd has no reachable leader".into()))
+    }
+
+    /// How member `id` is named in messages (see [`MemberLabel`]).
+    pub(in crate::controller) fn label(&self, id: u64) -> MemberLabel {
+        self.members.iter().find(|m| m.id == id).map_or(
+            MemberLabel {
+                id,
+                name: String::new(),
+            },
+            Member::label,
+        )
+    }
+
+    /// A member's name, or its id in hex (as etcdctl prints it) while it has none.
+    pub(in crate::controller) fn member_name(&self, id: u64) -> String {
+        self.members
+            .iter()
+            .find(|m| m.id == id && !m.name.is_empty())
+            .map_or_else(|| format!("{id:x}"), |m| m.name.clone())
+    }
+}
+
+impl std::fmt::Display for Unobservable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<crate::etcd::EtcdError> for Unobservable {
+    fn from(error: crate::etcd::EtcdError) -> Self {
+        let attempts = match &error {
+            crate::etcd::EtcdError::NoMemberList { attempts } => attempts.iter().collect(),
+            other => vec![other],
+        };
+        let refusals = attempts
+            .into_iter()
+            .filter(|e| e.tls_problem().is_some())
+            .filter_map(|e| Some((e.endpoint()?.to_owned(), e.to_string())))
+            .collect();
+        Self {
+            message: error.to_string(),
+            refusals,
+        }
+    }
+}
+
+/// One reconcile's picture of etcd, in the planner's terms.
+pub(in crate::controller) struct EtcdView {
+    pub observation: Observation,
+    pub members: Vec<Member>,
+    pub states: BTreeMap<u64, MemberState>,
+    pub first_seen: BTreeMap<u64, Timestamp>,
+    pub etcd: WorkloadEtcd,
+}
+
+impl EtcdSessions {
+    /// Observes the membership through `endpoints` (the etcd pods' client URLs).
+    pub(in crate::controller) async fn observe(
+        &self,
+        key: ClusterKey,
+        cluster: &str,
+        etcd_ca: &CertPem,
+        endpoints: &[String],
+        routes: BTreeMap<String, String>,
+        now: Timestamp,
+    ) -> Result<EtcdView, Unobservable> {
+        if endpoints.is_empty() {
+            return Err(Unobservable::new("no etcd pod announces a client URL yet"));
+        }
+        let cert = self
+            .client_cert(&key, cluster, etcd_ca)
+            .map_err(Unobservable::new)?;
+        let etcd = self.clients.workload(cert).routed(routes);
+        let observation = etcd.observe(endpoints).await?;
+        let members: Vec<Member> = observation.members.clone();
+        let states = member_states(&observation);
+        let first_seen = {
+            let mut all = self
+                .first_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let seen = all.entry(key).or_default();
+            let timed: BTreeSet<u64> = etcd_membership::timed_members(&members)
+                .into_iter()
+                .collect();
+            seen.retain(|id, _| timed.contains(id));
+            for id in timed {
+                seen.entry(id).or_insert(now);
+            }
+            seen.clone()
+        };
+        Ok(EtcdView {
+            observation,
+            members,
+            states,
+            first_seen,
+            etcd,
+        })
+    }
+
+    fn client_cert(
+        &self,
+        key: &ClusterKey,
+        cluster: &str,
+        etcd_ca: &CertPem,
+    ) -> Result<Arc<EtcdClientCert>, String> {
+        let now = time::OffsetDateTime::now_utc();
+        let mut certs = self.certs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cert) = certs.get(key)
+            && cert.reusable(&etcd_ca.cert, now)
+        {
+            return Ok(cert.clone());
+        }
+        let cert = Arc::new(issue_client_cert(cluster, etcd_ca, now).map_err(|e| e.to_string())?);
+        certs.insert(key.clone(), cert.clone());
+        Ok(cert)
+    }
+}
+
+/// Each member's probe result in the planner's terms, alarms attached to the member that raised them.
+pub(in crate::controller) fn member_states(
+    observation: &Observation,
+) -> BTreeMap<u64, MemberState> {
+    observation
+        .states
+        .iter()
+        .map(|(id, state)| {
+            let state = match state {
+                Ok(status) => MemberState::Reachable {
+                    raft_index: status.raft_index,
+                    raft_applied_index: status.raft_applied_index,
+                    is_leader: status.leader == status.id && status.leader != 0,
+                    alarms: observation
+                        .alarms
+                        .iter()
+                        .filter(|(member, _)| member == id)
+                        .map(|(_, kind)| format!("{kind:?}").to_uppercase())
+                        .collect(),
+                    // etcd repeats every alarm of the cluster in each member's errors; alarms are
+                    // attached to their own member above.
+                    errors: status
+                        .errors
+                        .iter()
+                        .filter(|e| !e.contains("alarm:"))
+                        .cloned()
+                        .collect(),
+                },
+                Err(e) => MemberState::Unreachable(e.to_string()),
+            };
+            (*id, state)
+        })
+        .collect()
+}
+
+/// The planner's view of the control-plane machines.
+pub(in crate::controller) fn planner_machines(
+    machines: &[ControlPlaneMachine],
+    up_to_date: &[String],
+) -> Vec<EtcdMachine> {
+    machines
+        .iter()
+        .map(|m| EtcdMachine {
+            name: m.name.clone(),
+            node: m.node.clone(),
+            addresses: m.addresses.clone(),
+            deleting: m.deleting,
+            has_cleanup_hook: m.has_cleanup_hook,
+            up_to_date: up_to_date.contains(&m.name),
+            healthy: m.health.components.problem().is_none(),
+        })
+        .collect()
+}
+
+/// The health of a machine's etcd member, found by node name (see [`etcd_membership::judge_member`]); a
+/// learner is not healthy yet.
+pub(in crate::controller) fn member_health(
+    machine: &ControlPlaneMachine,
+    view: &EtcdView,
+) -> Health {
+    let Some(node) = &machine.node else {
+        return Health::NotChecked;
+    };
+    let Some(member) = view.members.iter().find(|m| &m.name == node) else {
+        return Health::Unhealthy(format!("no etcd member named {node}"));
+    };
+    let label = member.label();
+    if !view.states.contains_key(&member.id) {
+        return Health::Unknown(format!("etcd member {label} was not probed"));
+    }
+    match etcd_membership::judge_member(member, &view.states) {
+        Ok(_) if member.is_learner => {
+            Health::Unhealthy(format!("etcd member {label} is still a learner"))
+        }
+        Ok(_) => Health::Healthy,
+        // A certificate refusal says what is wrong on its own.
+        Err(etcd_membership::Reason::Unreachable { cause, .. })
+            if matches!(
+                view.observation.states.get(&member.id),
+                Some(Err(e)) if e.tls_problem().is_some()
+            ) =>
+        {
+            Health::Unhealthy(format!("etcd member {label}: {cause}"))
+        }
+        Err(reason) => Health::Unhealthy(format!("etcd {reason}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::{AlarmKind, Status};
+
+    fn status(id: u64, leader: u64) -> Status {
+        Status {
+            id,
+            leader,
+            raft_index: 100,
+            raft_term: 2,
+            raft_applied_index: 100,
+            revision: 5,
+            db_size: 1,
+            db_size_in_use: 1,
+            is_learner: false,
+            errors: vec![],
+            version: "3.4.23".into(),
+        }
+    }
+
+    #[test]
+    fn certificate_refusals_name_the_member_of_each_machine() {
+        use crate::etcd::{EtcdError, TlsProblem};
+        let refused = |endpoint: &str| EtcdError::Tls {
+            endpoint: endpoint.into(),
+            problem: TlsProblem::ClientCertRejected,
+            cause: "received fatal alert: BadCertificate".into(),
+        };
+        let unobservable = Unobservable::from(EtcdError::NoMemberList {
+            attempts: vec![
+                refused("https://10.0.0.1:2379"),
+                EtcdError::Unreachable {
+                    endpoint: "https://10.0.0.2:2379".into(),
+                    cause: "connection refused".into(),
+                },
+            ],
+        });
+        assert_eq!(unobservable.reason(), "EtcdCertificateRefused");
+        let health = unobservable.member_health("node-a", &["https://10.0.0.1:2379".into()]);
+        let Health::Unhealthy(why) = health else {
+            panic!("{health:?}")
+        };
+        assert!(why.starts_with("etcd member node-a: etcd at https://10.0.0.1:2379: TLS: the member rejected our client certificate"), "{why}");
+        assert!(matches!(
+            unobservable.member_health("node-b", &["https://10.0.0.2:2379".into()]),
+            Health::Unknown(why) if why.contains("connection refused")
+        ));
+        let down = Unobservable::from(EtcdError::NoMemberList { attempts: vec![] });
+        assert_eq!(down.reason(), "EtcdNotObservable");
+    }
+
+    #[test]
+    fn states_carry_leadership_and_alarms_of_their_member() {
+        let observation = Observation {
+            members: vec![],
+            states: BTreeMap::from([
+                (1, Ok(status(1, 1))),
+                (2, Ok(status(2, 1))),
+                (
+                    3,
+                    Err(crate::etcd::EtcdError::NoMemberList { attempts: vec![] }),
+                ),
+            ]),
+            alarms: vec![(2, AlarmKind::NoSpace)],
+            leader: Some(1),
+        };
+        let mut observation = observation;
+        for state in observation.states.values_mut().flatten() {
+            state.errors = vec![format!("memberID:2 alarm:NOSPACE")];
+        }
+        let states = member_states(&observation);
+        assert!(
+            matches!(&states[&1], MemberState::Reachable { is_leader: true, alarms, errors, .. } if alarms.is_empty() && errors.is_empty()),
+            "the alarm of member 2 is not member 1's"
+        );
+        assert!(
+            matches!(&states[&2], MemberState::Reachable { is_leader: false, alarms, .. } if alarms == &["NOSPACE"])
+        );
+        assert!(matches!(&states[&3], MemberState::Unreachable(_)));
+    }
+}
