@@ -74,34 +74,22 @@ pub struct KubeadmDocuments {
 
 pub fn documents(file: &str, text: &str) -> Result<KubeadmDocuments, ConfigError> {
     let mut docs = KubeadmDocuments::default();
-    for (index, raw) in split_documents(text).into_iter().enumerate() {
+    for document in kubeadm_tools::yaml::documents(text) {
+        let raw = document.content;
         if raw.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_saphyr::from_str(&raw).map_err(|e| ConfigError::Yaml {
+        let value: Value = serde_saphyr::from_str(raw).map_err(|e| ConfigError::Yaml {
             file: file.to_owned(),
-            index,
+            index: document.number,
             reason: e.to_string(),
         })?;
         if let Some(kind) = value.get("kind").and_then(Value::as_str) {
-            docs.by_kind.insert(kind.to_owned(), (value.clone(), raw));
+            docs.by_kind
+                .insert(kind.to_owned(), (value.clone(), raw.to_owned()));
         }
     }
     Ok(docs)
-}
-
-fn split_documents(text: &str) -> Vec<String> {
-    let mut docs = vec![String::new()];
-    for line in text.lines() {
-        if line.trim_end() == "---" {
-            docs.push(String::new());
-        } else {
-            let current = docs.last_mut().expect("never empty");
-            current.push_str(line);
-            current.push('\n');
-        }
-    }
-    docs
 }
 
 impl KubeadmDocuments {

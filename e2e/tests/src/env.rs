@@ -663,7 +663,7 @@ pub fn render_sim_template(vars: &BTreeMap<&str, String>) -> String {
 
 /// A template of `templates/` (its path) rendered like [`render_sim_template`].
 pub fn render_template(path: &str, vars: &BTreeMap<&str, String>) -> String {
-    use kubeadm_controlplane::cluster_template::{Settings, generate};
+    use kubeadm_tools::template::{Settings, generate};
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let example = std::fs::read_to_string(CLUSTERCTL_EXAMPLE).unwrap();
     let mut settings =

@@ -11,7 +11,6 @@ pub mod controlplane;
 pub mod conversion;
 pub mod crd;
 pub mod meta;
-pub mod offline;
 pub mod validation;
 pub mod version;
 pub mod webhook;

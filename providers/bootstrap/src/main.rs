@@ -1,16 +1,17 @@
 //! `bootstrap-manager`: Cluster API bootstrap provider for kubeadm: renders node bootstrap data for KubeadmConfig objects.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use kubeadm_api::offline::BOOTSTRAP_GROUP;
+use kubeadm_bootstrap::render::{
+    CertPem, ClusterCertificates, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput,
+    Role, render,
+};
 use kubeadm_bootstrap::{controller, webhooks};
-use kubeadm_runtime::validate::{ValidateArgs, run_validate};
 use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager_with_webhooks};
-
-mod render_command;
+use kubeadm_tools::render::{self as offline, Inputs, Refusal, RenderArgs};
+use kubeadm_tools::validate::{ValidateArgs, run_validate};
 
 const MANAGER: Manager = Manager {
     name: "bootstrap-manager",
@@ -35,7 +36,7 @@ enum Command {
     /// Print the CRDs of KubeadmConfig and KubeadmConfigTemplate as YAML.
     Crds,
     /// Print the bootstrap data (cloud-config or Ignition) a KubeadmConfig renders to.
-    Render(render_command::RenderArgs),
+    Render(RenderArgs),
     /// Check KubeadmConfig and KubeadmConfigTemplate objects in YAML files against the admission
     /// rules; other kinds are ignored. Prints one line per problem, exits 1 if there is any.
     Validate(ValidateArgs),
@@ -84,19 +85,52 @@ async fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Validate(args) => run_validate(&args, &[BOOTSTRAP_GROUP]),
-        Command::Render(args) => match render_command::run(&args) {
-            Ok(user_data) => match std::io::stdout().write_all(&user_data) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("error: writing the user data: {error}");
-                    ExitCode::FAILURE
-                }
-            },
-            Err(error) => {
-                eprintln!("error: {error}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Validate(args) => run_validate(&args, &[kubeadm_api::bootstrap::GROUP]),
+        Command::Render(args) => offline::run(&args, render_offline),
     }
+}
+
+/// The pure renderer on what `render` read from the flags and files.
+fn render_offline(inputs: &Inputs) -> Result<Vec<u8>, Refusal> {
+    let pem = |pem: &offline::Pem| CertPem {
+        cert: pem.cert.clone(),
+        key: pem.key.clone(),
+    };
+    let certificates = &inputs.certificates;
+    render(&RenderInput {
+        role: match inputs.role {
+            offline::Role::Init => Role::Init,
+            offline::Role::ControlPlane => Role::ControlPlaneJoin,
+            offline::Role::Worker => Role::WorkerJoin,
+        },
+        spec: &inputs.spec,
+        cluster: &ClusterFacts {
+            name: inputs.cluster_name.clone(),
+            kubernetes_version: inputs.kubernetes_version.clone(),
+            control_plane_endpoint: Some(inputs.endpoint.clone()),
+            service_subnet: inputs.service_subnet.clone(),
+            pod_subnet: inputs.pod_subnet.clone(),
+            dns_domain: None,
+        },
+        machine: &MachineFacts {
+            name: inputs.machine_name.clone(),
+            generation: inputs.machine_generation.clone(),
+        },
+        certificates: Some(&ClusterCertificates {
+            ca: pem(&certificates.ca),
+            etcd: pem(&certificates.etcd),
+            proxy: pem(&certificates.proxy),
+            sa: pem(&certificates.sa),
+        }),
+        join: Some(&JoinFacts {
+            token: inputs.token.clone(),
+            api_server_endpoint: inputs.endpoint.clone(),
+            ca_cert_hashes: inputs.ca_cert_hashes.clone(),
+        }),
+        secrets: &inputs.secrets,
+    })
+    .map_err(|error| match error {
+        RenderError::MissingSecret { .. } => Refusal::MissingSecret(error.to_string()),
+        error => Refusal::Invalid(error.to_string()),
+    })
 }

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 const BINARY: &str = env!("CARGO_BIN_EXE_bootstrap-manager");
 const CLUSTER_TEMPLATE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../api/tests/fixtures/cluster-template.yaml"
+    "/../tools/tests/fixtures/cluster-template.yaml"
 );
 
 fn validate(args: &[&str], stdin: &str) -> Output {

@@ -4,15 +4,13 @@
 //! is safe to act, which etcd membership change comes next) are pure functions over plain data in [`desired`],
 //! [`up_to_date`], [`selection`], [`preflight`], [`plan`], [`etcd_membership`] and [`remediation`]; [`controller`] gathers the
 //! state from the API server, asks [`plan::next_step`] and applies the one step it returns.
-//! [`webhooks`] serves the admission and conversion webhooks of its kinds. [`cluster_template`] renders
-//! cluster templates offline as `clusterctl generate cluster` does and bumps generation counters.
+//! [`webhooks`] serves the admission and conversion webhooks of its kinds.
 
 /// Field manager of every server-side apply this provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-controlplane";
 
 pub mod addons;
 pub mod cluster_configuration;
-pub mod cluster_template;
 pub mod controller;
 pub mod desired;
 pub mod endpoints;

@@ -9,14 +9,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use kubeadm_api::bootstrap::GROUP as BOOTSTRAP_GROUP;
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfigSpec};
+use kubeadm_api::controlplane::GROUP as CONTROLPLANE_GROUP;
 use kubeadm_api::conversion::convert_object;
-use kubeadm_api::offline::{
-    BOOTSTRAP_GROUP, CONTROLPLANE_GROUP, check_documents, read_embedded_spec,
-};
 use kubeadm_bootstrap::render::{
     CertPem, ClusterCertificates, ClusterFacts, JoinFacts, MachineFacts, RenderInput, Role, render,
 };
+use kubeadm_tools::validate::{check_documents, read_embedded_spec};
 use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_controlplane-manager");

@@ -1,6 +1,6 @@
 //! What both managers share: command-line options, the API server connection, `/healthz` + `/readyz`,
 //! Prometheus `/metrics`, Events, the webhook server's options and its start on every replica, Lease-based
-//! leader election, logging setup, graceful shutdown, and the offline `validate` command.
+//! leader election, logging setup and graceful shutdown.
 
 pub mod duration;
 pub mod events;
@@ -10,7 +10,6 @@ pub mod manager;
 pub mod metrics;
 pub mod shutdown;
 pub mod telemetry;
-pub mod validate;
 pub mod watching;
 
 pub use manager::{

@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_controlplane::cluster_template::{ClusterOptions, Settings, generate};
+use kubeadm_tools::template::{ClusterOptions, Settings, generate};
 use sim::{Sim, SimOptions};
 use testenv::ManagementPlane;
 

@@ -1,5 +1,8 @@
 //! `bootstrap.cluster.x-k8s.io`: KubeadmConfig and KubeadmConfigTemplate.
 
+/// The API group of KubeadmConfig and KubeadmConfigTemplate.
+pub const GROUP: &str = "bootstrap.cluster.x-k8s.io";
+
 pub mod conversion;
 pub mod defaults;
 pub mod ignition;

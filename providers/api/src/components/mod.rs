@@ -95,8 +95,8 @@ impl Provider {
     /// The API group of the provider's own kinds.
     pub fn api_group(self) -> &'static str {
         match self {
-            Provider::Bootstrap => crate::offline::BOOTSTRAP_GROUP,
-            Provider::ControlPlane => crate::offline::CONTROLPLANE_GROUP,
+            Provider::Bootstrap => crate::bootstrap::GROUP,
+            Provider::ControlPlane => crate::controlplane::GROUP,
         }
     }
 

@@ -1,5 +1,8 @@
 //! `controlplane.cluster.x-k8s.io`: KubeadmControlPlane and KubeadmControlPlaneTemplate.
 
+/// The API group of KubeadmControlPlane and KubeadmControlPlaneTemplate.
+pub const GROUP: &str = "controlplane.cluster.x-k8s.io";
+
 pub mod conversion;
 pub mod defaults;
 pub mod v1beta1;

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kubeadm_api::offline::check_documents;
+use super::check_documents;
 
 /// Arguments of `<manager> validate`.
 #[derive(clap::Args, Debug)]

@@ -1,18 +1,18 @@
 //! `bootstrap-manager render`: prints the bootstrap data a KubeadmConfig renders to, for inspecting and
-//! debugging specs without a cluster. Not the pure renderer: it reads files and makes placeholder
-//! certificates.
+//! debugging specs without a cluster. This module reads what the render needs from the flags and files
+//! and makes placeholder certificates; the pure renderer is the bootstrap provider's, handed in by
+//! `bootstrap-manager` (the provider runs these tools, so they cannot depend on it).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfigSpec};
-use kubeadm_api::offline::read_embedded_spec;
-use kubeadm_bootstrap::render::{
-    CertPem, ClusterCertificates, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput,
-    Role, render,
-};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+
+use crate::validate::read_embedded_spec;
 
 #[derive(Args)]
 pub struct RenderArgs {
@@ -28,7 +28,7 @@ pub struct RenderArgs {
     #[arg(long, value_enum, default_value = "v1beta2")]
     spec_version: SpecVersion,
     #[arg(long, value_enum)]
-    role: RoleArg,
+    role: Role,
     /// The Machine's Kubernetes version, e.g. v1.33.1.
     #[arg(long)]
     kubernetes_version: String,
@@ -68,8 +68,9 @@ pub struct RenderArgs {
     secrets_dir: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum RoleArg {
+/// What kubeadm does on the machine: `init`, `join --control-plane` or a worker's `join`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
     Init,
     ControlPlane,
     Worker,
@@ -87,8 +88,84 @@ enum FormatArg {
     Ignition,
 }
 
-/// Renders the user data described by `args`.
-pub fn run(args: &RenderArgs) -> Result<Vec<u8>, String> {
+/// A PEM certificate (or, for the service-account pair, public key) and its PEM private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pem {
+    pub cert: String,
+    pub key: String,
+}
+
+/// The cluster CAs and the service-account key pair, from `--pki-dir` or made up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Certificates {
+    pub ca: Pem,
+    pub etcd: Pem,
+    pub proxy: Pem,
+    pub sa: Pem,
+}
+
+/// Everything the renderer needs, read from the flags and files.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    pub role: Role,
+    /// The spec, in v1beta2, with `--format` applied.
+    pub spec: KubeadmConfigSpec,
+    pub cluster_name: String,
+    pub kubernetes_version: String,
+    /// `host:port`, also where joins find the API server.
+    pub endpoint: String,
+    pub service_subnet: Option<String>,
+    pub pod_subnet: Option<String>,
+    /// `--machine-name`, else the object's name.
+    pub machine_name: String,
+    pub machine_generation: Option<String>,
+    pub token: String,
+    pub ca_cert_hashes: Vec<String>,
+    pub certificates: Certificates,
+    /// `(secret name, key) -> value` for the Secrets the spec refers to that `--secrets-dir` holds.
+    pub secrets: BTreeMap<(String, String), String>,
+}
+
+/// Why the renderer refused the inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A Secret the spec refers to is not there.
+    MissingSecret(String),
+    /// Anything else, as the renderer words it.
+    Invalid(String),
+}
+
+/// Reads the inputs `args` name, renders them with `render` and writes the user data to standard
+/// output. Problems go to standard error, prefixed `error: `.
+pub fn run(
+    args: &RenderArgs,
+    render: impl FnOnce(&Inputs) -> Result<Vec<u8>, Refusal>,
+) -> ExitCode {
+    let rendered = read(args).and_then(|inputs| {
+        render(&inputs).map_err(|refusal| match refusal {
+            Refusal::MissingSecret(error) if args.secrets_dir.is_none() => {
+                format!("{error}; pass --secrets-dir with <secret>/<key> files")
+            }
+            Refusal::MissingSecret(error) | Refusal::Invalid(error) => error,
+        })
+    });
+    match rendered {
+        Ok(user_data) => match std::io::stdout().write_all(&user_data) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: writing the user data: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What `args` describes, read from its files.
+pub fn read(args: &RenderArgs) -> Result<Inputs, String> {
     let (name, mut spec) = read_spec(args)?;
     if let Some(format) = args.format {
         spec.format = Some(match format {
@@ -96,32 +173,6 @@ pub fn run(args: &RenderArgs) -> Result<Vec<u8>, String> {
             FormatArg::Ignition => Format::Ignition,
         });
     }
-    let role = match args.role {
-        RoleArg::Init => Role::Init,
-        RoleArg::ControlPlane => Role::ControlPlaneJoin,
-        RoleArg::Worker => Role::WorkerJoin,
-    };
-    let cluster = ClusterFacts {
-        name: args.cluster_name.clone(),
-        kubernetes_version: args.kubernetes_version.clone(),
-        control_plane_endpoint: Some(args.endpoint.clone()),
-        service_subnet: args.service_subnet.clone(),
-        pod_subnet: args.pod_subnet.clone(),
-        dns_domain: None,
-    };
-    let machine = MachineFacts {
-        name: args
-            .machine_name
-            .clone()
-            .or(name)
-            .unwrap_or_else(|| "machine".into()),
-        generation: args.machine_generation.clone(),
-    };
-    let join = JoinFacts {
-        token: args.token.clone(),
-        api_server_endpoint: args.endpoint.clone(),
-        ca_cert_hashes: args.ca_cert_hash.clone(),
-    };
     let certificates = match &args.pki_dir {
         Some(dir) => read_certificates(dir)?,
         None => placeholder_certificates()?,
@@ -130,20 +181,24 @@ pub fn run(args: &RenderArgs) -> Result<Vec<u8>, String> {
         Some(dir) => read_secrets(dir, &spec)?,
         None => BTreeMap::new(),
     };
-    render(&RenderInput {
-        role,
-        spec: &spec,
-        cluster: &cluster,
-        machine: &machine,
-        certificates: Some(&certificates),
-        join: Some(&join),
-        secrets: &secrets,
-    })
-    .map_err(|error| match error {
-        RenderError::MissingSecret { .. } if args.secrets_dir.is_none() => {
-            format!("{error}; pass --secrets-dir with <secret>/<key> files")
-        }
-        error => error.to_string(),
+    Ok(Inputs {
+        role: args.role,
+        spec,
+        cluster_name: args.cluster_name.clone(),
+        kubernetes_version: args.kubernetes_version.clone(),
+        endpoint: args.endpoint.clone(),
+        service_subnet: args.service_subnet.clone(),
+        pod_subnet: args.pod_subnet.clone(),
+        machine_name: args
+            .machine_name
+            .clone()
+            .or(name)
+            .unwrap_or_else(|| "machine".into()),
+        machine_generation: args.machine_generation.clone(),
+        token: args.token.clone(),
+        ca_cert_hashes: args.ca_cert_hash.clone(),
+        certificates,
+        secrets,
     })
 }
 
@@ -173,18 +228,18 @@ fn read_spec(args: &RenderArgs) -> Result<(Option<String>, KubeadmConfigSpec), S
         })
 }
 
-fn read_certificates(dir: &Path) -> Result<ClusterCertificates, String> {
+fn read_certificates(dir: &Path) -> Result<Certificates, String> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
     };
-    let pair = |cert: &str, key: &str| -> Result<CertPem, String> {
-        Ok(CertPem {
+    let pair = |cert: &str, key: &str| -> Result<Pem, String> {
+        Ok(Pem {
             cert: read(cert)?,
             key: read(key)?,
         })
     };
-    Ok(ClusterCertificates {
+    Ok(Certificates {
         ca: pair("ca.crt", "ca.key")?,
         etcd: pair("etcd/ca.crt", "etcd/ca.key")?,
         proxy: pair("front-proxy-ca.crt", "front-proxy-ca.key")?,
@@ -192,20 +247,20 @@ fn read_certificates(dir: &Path) -> Result<ClusterCertificates, String> {
     })
 }
 
-fn placeholder_certificates() -> Result<ClusterCertificates, String> {
+fn placeholder_certificates() -> Result<Certificates, String> {
     let service_account = KeyPair::generate().map_err(|e| e.to_string())?;
-    Ok(ClusterCertificates {
+    Ok(Certificates {
         ca: placeholder_ca("kubernetes")?,
         etcd: placeholder_ca("etcd-ca")?,
         proxy: placeholder_ca("front-proxy-ca")?,
-        sa: CertPem {
+        sa: Pem {
             cert: service_account.public_key_pem(),
             key: service_account.serialize_pem(),
         },
     })
 }
 
-fn placeholder_ca(common_name: &str) -> Result<CertPem, String> {
+fn placeholder_ca(common_name: &str) -> Result<Pem, String> {
     let key = KeyPair::generate().map_err(|e| e.to_string())?;
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
     params
@@ -218,7 +273,7 @@ fn placeholder_ca(common_name: &str) -> Result<CertPem, String> {
         KeyUsagePurpose::KeyEncipherment,
     ];
     let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
-    Ok(CertPem {
+    Ok(Pem {
         cert: cert.pem(),
         key: key.serialize_pem(),
     })

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use kubeadm_controlplane::cluster_template::Template;
+use kubeadm_tools::variables::Template;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -1,11 +1,14 @@
 //! The offline validator takes whatever a user feeds it: no input may panic or hang it. Random text,
 //! random YAML-looking documents and mutations of a real cluster template, bounded in count.
 
-use kubeadm_api::offline::{BOOTSTRAP_GROUP, CONTROLPLANE_GROUP, check_documents};
+use kubeadm_tools::validate::check_documents;
 use proptest::prelude::*;
 
 const TEMPLATE: &str = include_str!("fixtures/cluster-template.yaml");
-const GROUPS: [&str; 2] = [BOOTSTRAP_GROUP, CONTROLPLANE_GROUP];
+const GROUPS: [&str; 2] = [
+    kubeadm_api::bootstrap::GROUP,
+    kubeadm_api::controlplane::GROUP,
+];
 
 fn yamlish() -> impl Strategy<Value = String> {
     let token = prop_oneof![

@@ -3,24 +3,24 @@
 //! up a Sovereign Cloud Stack generation counter in the settings file so the next render rolls a group
 //! of machines.
 //!
-//! [`substitute`] parses and substitutes `${VAR}` expressions, [`settings`] finds the values,
+//! [`crate::variables`] parses and substitutes `${VAR}` expressions, [`settings`] finds the values,
 //! [`target_namespace`] moves the objects into the target namespace, [`counters`] bumps
-//! `CONTROL_PLANE_MACHINE_GEN` / `WORKER_MACHINE_GEN`. All of it is pure but for
-//! [`Settings::load`] and [`counters::bump_file`].
+//! `CONTROL_PLANE_MACHINE_GEN` / `WORKER_MACHINE_GEN`, [`command`] holds the two subcommands. All of it
+//! is pure but for [`Settings::load`], [`counters::bump_file`] and [`command`].
 
+pub mod command;
 pub mod counters;
 pub mod settings;
-pub mod substitute;
 pub mod target_namespace;
 
 use std::fmt;
 
+pub use crate::variables::{SyntaxError, Template, TemplateVariable};
 pub use counters::{
     Bump, BumpError, CONTROL_PLANE_MACHINE_GEN, NotACounter, WORKER_MACHINE_GEN, bump_file,
     bump_in_text, next_counter,
 };
 pub use settings::{ClusterOptions, Settings, SettingsError};
-pub use substitute::{SyntaxError, Template, TemplateVariable};
 
 /// Why a template could not be rendered. Nothing is rendered then.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -9,6 +9,8 @@
 
 use serde_json::Value;
 
+use crate::yaml::{self, Document};
+
 /// Kinds clusterctl treats as cluster-scoped; every other kind is namespaced.
 const CLUSTER_SCOPED_KINDS: [&str; 16] = [
     "Namespace",
@@ -42,48 +44,10 @@ pub struct NotYaml {
 /// object named `namespace`. Documents already right are left byte for byte.
 pub fn into_namespace(yaml: &str, namespace: &str) -> Result<String, NotYaml> {
     let mut out = String::with_capacity(yaml.len());
-    for document in documents(yaml) {
+    for document in yaml::split(yaml) {
         out.push_str(&fix_document(document, namespace)?);
     }
     Ok(out)
-}
-
-/// One document: its text (separator line included) and the line it starts on.
-#[derive(Clone, Copy)]
-struct Document<'a> {
-    text: &'a str,
-    first_line: usize,
-}
-
-/// Splits at `---` lines, keeping each separator with the document it opens.
-fn documents(yaml: &str) -> Vec<Document<'_>> {
-    let mut documents = Vec::new();
-    let mut start = 0;
-    let mut first_line = 1;
-    let mut offset = 0;
-    for (index, line) in yaml.split_inclusive('\n').enumerate() {
-        if index > 0 && is_separator(line) {
-            documents.push(Document {
-                text: &yaml[start..offset],
-                first_line,
-            });
-            start = offset;
-            first_line = index + 1;
-        }
-        offset += line.len();
-    }
-    documents.push(Document {
-        text: &yaml[start..],
-        first_line,
-    });
-    documents
-}
-
-fn is_separator(line: &str) -> bool {
-    line.strip_prefix("---").is_some_and(|rest| {
-        let rest = rest.trim_start_matches([' ', '\t']);
-        rest.is_empty() || rest.starts_with(['\n', '\r', '#'])
-    })
 }
 
 fn parse(document: Document<'_>, text: &str) -> Result<Option<Value>, NotYaml> {
@@ -134,11 +98,7 @@ fn fix_document(document: Document<'_>, namespace: &str) -> Result<String, NotYa
         return Ok(edited);
     }
     // The layout is beyond a line edit: write this document anew.
-    let separator = if document.first_line > 1 || is_separator(document.text) {
-        "---\n"
-    } else {
-        ""
-    };
+    let separator = if document.is_explicit() { "---\n" } else { "" };
     let body = serde_saphyr::to_string(&expected).map_err(|error| NotYaml {
         line: document.first_line,
         message: error.to_string(),

@@ -1,5 +1,5 @@
 //! Offline validation of manifests: the defaulting and create rules of the admission webhooks, applied
-//! to YAML files before they reach a cluster (`<manager> validate -f FILE`).
+//! to YAML files before they reach a cluster (`<manager> validate -f FILE`, see [`run_validate`]).
 //!
 //! Documents of other kinds are ignored, so a whole cluster template can be checked. v1beta1 objects are
 //! converted to v1beta2 first. Templates from clusterctl may still hold `${VAR}` variables: defaults
@@ -15,24 +15,25 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::bootstrap::v1beta2::{KubeadmConfig, KubeadmConfigTemplate};
-use crate::bootstrap::validation::{
+use kubeadm_api::bootstrap::v1beta2::{KubeadmConfig, KubeadmConfigTemplate};
+use kubeadm_api::bootstrap::validation::{
     validate_kubeadm_config_create, validate_kubeadm_config_template_create,
 };
-use crate::controlplane::defaults::default_kcp;
-use crate::controlplane::v1beta2::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
-use crate::controlplane::validation::{validate_kcp_create, validate_kcp_template_create};
-use crate::conversion::convert_object;
-use crate::crd::{STORAGE_VERSION, provider_crds};
-use crate::validation::FieldError;
+use kubeadm_api::controlplane::defaults::default_kcp;
+use kubeadm_api::controlplane::v1beta2::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
+use kubeadm_api::controlplane::validation::{validate_kcp_create, validate_kcp_template_create};
+use kubeadm_api::conversion::convert_object;
+use kubeadm_api::crd::{STORAGE_VERSION, provider_crds};
+use kubeadm_api::validation::FieldError;
+use kubeadm_api::{bootstrap, controlplane};
 
+use crate::variables::Template;
+use crate::yaml;
+
+mod command;
 mod spec;
+pub use command::{ValidateArgs, run_validate};
 pub use spec::{EmbeddedSpec, read_embedded_spec};
-
-/// API group of KubeadmConfig and KubeadmConfigTemplate.
-pub const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
-/// API group of KubeadmControlPlane and KubeadmControlPlaneTemplate.
-pub const CONTROLPLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
 
 /// One thing wrong with a document. Prints as `FILE:DOCUMENT: Kind/name: field.path: rule`, leaving
 /// out the parts that are unknown (e.g. for a document that is not valid YAML).
@@ -99,7 +100,10 @@ pub struct Report {
 fn check_documents_with(file: &str, yaml: &str, groups: &[&str], convert: Converter<'_>) -> Report {
     let schemas = Schemas::shared();
     let mut report = Report::default();
-    for (number, text) in split_documents(yaml) {
+    for yaml::Document {
+        number, content, ..
+    } in yaml::documents(yaml)
+    {
         let problem = |object: Option<&str>, path: Option<&str>, rule: String| Problem {
             file: file.to_owned(),
             document: number,
@@ -107,7 +111,7 @@ fn check_documents_with(file: &str, yaml: &str, groups: &[&str], convert: Conver
             path: path.map(str::to_owned),
             rule,
         };
-        let value: Value = match serde_saphyr::from_str(text) {
+        let value: Value = match serde_saphyr::from_str(content) {
             Ok(value) => value,
             Err(error) => {
                 report
@@ -188,7 +192,7 @@ fn check_document(
                 let annotations: Option<BTreeMap<String, String>> = converted
                     .pointer("/metadata/annotations")
                     .and_then(|a| serde_json::from_value(a.clone()).ok());
-                unused.extend(crate::conversion::unused_v1beta1_fields(
+                unused.extend(kubeadm_api::conversion::unused_v1beta1_fields(
                     &header.kind,
                     annotations.as_ref(),
                 ));
@@ -214,9 +218,9 @@ fn check_document(
     // its required fields, a template's is complete.
     if spec_absent {
         value["spec"] = match header.kind.as_str() {
-            "KubeadmConfigTemplate" => crate::meta::zero_spec::<KubeadmConfigTemplate>(),
+            "KubeadmConfigTemplate" => kubeadm_api::meta::zero_spec::<KubeadmConfigTemplate>(),
             "KubeadmControlPlaneTemplate" => {
-                crate::meta::zero_spec::<KubeadmControlPlaneTemplate>()
+                kubeadm_api::meta::zero_spec::<KubeadmControlPlaneTemplate>()
             }
             _ => Value::Object(Default::default()),
         };
@@ -377,8 +381,8 @@ impl Header {
 /// Other providers share our groups (e.g. other control planes): only our kinds are checked.
 fn is_our_kind(group: &str, kind: &str) -> bool {
     match group {
-        BOOTSTRAP_GROUP => matches!(kind, "KubeadmConfig" | "KubeadmConfigTemplate"),
-        CONTROLPLANE_GROUP => {
+        bootstrap::GROUP => matches!(kind, "KubeadmConfig" | "KubeadmConfigTemplate"),
+        controlplane::GROUP => {
             matches!(kind, "KubeadmControlPlane" | "KubeadmControlPlaneTemplate")
         }
         _ => false,
@@ -420,89 +424,8 @@ impl Schemas {
     }
 }
 
-/// Splits a multi-document YAML stream at `---` lines (and ends documents at `...` lines), numbering
-/// documents from 1. Content before a leading `---` that is only comments or blank is not a document.
-fn split_documents(yaml: &str) -> Vec<(usize, &str)> {
-    let mut documents = Vec::new();
-    let mut start = 0;
-    let mut offset = 0;
-    let mut ended = false;
-    for line in yaml.split_inclusive('\n') {
-        let content = line.trim_end_matches(['\n', '\r']);
-        let separator =
-            content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
-        if separator {
-            if !ended {
-                documents.push(&yaml[start..offset]);
-            }
-            ended = false;
-            // Content after `--- ` on the same line belongs to the next document.
-            start = offset + if content == "---" { line.len() } else { 4 };
-        } else if content == "..." {
-            if !ended {
-                documents.push(&yaml[start..offset]);
-            }
-            ended = true;
-        }
-        offset += line.len();
-    }
-    if !ended {
-        documents.push(&yaml[start..]);
-    }
-    if documents.first().is_some_and(|d| is_blank(d)) && documents.len() > 1 {
-        documents.remove(0);
-    }
-    documents
-        .into_iter()
-        .enumerate()
-        .map(|(i, text)| (i + 1, text))
-        .collect()
-}
-
-fn is_blank(text: &str) -> bool {
-    text.lines().all(|line| {
-        let line = line.trim();
-        line.is_empty() || line.starts_with('#')
-    })
-}
-
-/// A clusterctl variable reference in a string: `${NAME}` or `${NAME<op>default}`.
-struct Variable {
-    start: usize,
-    end: usize,
-    default: Option<String>,
-}
-
-fn variables(text: &str) -> Vec<Variable> {
-    let mut found = Vec::new();
-    let mut from = 0;
-    while let Some(open) = text[from..].find("${").map(|i| i + from) {
-        let Some(close) = text[open..].find('}').map(|i| i + open) else {
-            break;
-        };
-        let body = &text[open + 2..close];
-        let name_len = body
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(body.len());
-        let rest = &body[name_len..];
-        let default = [":=", ":-", "="]
-            .iter()
-            .find_map(|op| rest.strip_prefix(op))
-            .map(str::to_owned);
-        if name_len > 0 && (rest.is_empty() || default.is_some()) {
-            found.push(Variable {
-                start: open,
-                end: close + 1,
-                default,
-            });
-        }
-        from = close + 1;
-    }
-    found
-}
-
 fn has_unresolved_variable(text: &str) -> bool {
-    !variables(text).is_empty()
+    Template::scan(text).has_variables()
 }
 
 /// The schema type of a field if it is not text: "number", "boolean", "list" or "object".
@@ -559,12 +482,12 @@ fn resolve_variables(
 ) -> Resolution {
     match value {
         Value::String(text) => {
-            let found = variables(text);
-            if found.is_empty() {
+            let template = Template::scan(text);
+            if !template.has_variables() {
                 return Resolution::Keep;
             }
-            let whole = found.len() == 1 && found[0].start == 0 && found[0].end == text.len();
-            let filled = fill_defaults(text, &found);
+            let whole = template.is_variable_only();
+            let filled = template.fill_defaults();
             let wanted = schema.and_then(non_text_type);
             if has_unresolved_variable(&filled) {
                 if let Some(wanted) = wanted {
@@ -618,21 +541,6 @@ enum Resolution {
     Remove,
 }
 
-fn fill_defaults(text: &str, found: &[Variable]) -> String {
-    let mut filled = String::new();
-    let mut last = 0;
-    for variable in found {
-        filled.push_str(&text[last..variable.start]);
-        match &variable.default {
-            Some(default) => filled.push_str(default),
-            None => filled.push_str(&text[variable.start..variable.end]),
-        }
-        last = variable.end;
-    }
-    filled.push_str(&text[last..]);
-    filled
-}
-
 fn typed_variable_rule(text: &str, wanted: &str) -> String {
     format!(
         "holds the unresolved variable {text:?} where {wanted} is needed; render the template \
@@ -679,6 +587,8 @@ mod tests {
 
     use super::*;
 
+    const BOOTSTRAP_GROUP: &str = bootstrap::GROUP;
+    const CONTROLPLANE_GROUP: &str = controlplane::GROUP;
     const BOTH: &[&str] = &[BOOTSTRAP_GROUP, CONTROLPLANE_GROUP];
 
     const CLUSTER_TEMPLATE: &str = r#"# A cluster template as clusterctl renders it.
@@ -742,19 +652,6 @@ spec:
 
     fn lines(problems: &[Problem]) -> Vec<String> {
         problems.iter().map(Problem::to_string).collect()
-    }
-
-    #[test]
-    fn splits_documents_and_numbers_them_from_one() {
-        let documents = split_documents("# header\n---\na: 1\n---\n\n--- b: 2\n...\n---\nc: 3");
-        let texts: Vec<(usize, &str)> = documents;
-        assert_eq!(
-            texts,
-            [(1, "a: 1\n"), (2, "\n"), (3, "b: 2\n"), (4, "c: 3")]
-        );
-        assert_eq!(split_documents("a: 1\n"), [(1, "a: 1\n")]);
-        // A document separator inside a block scalar is indented, so it is no separator.
-        assert_eq!(split_documents("a: |\n  ---\n").len(), 1);
     }
 
     #[test]
@@ -957,7 +854,7 @@ spec:
                     "spec.version".to_owned(),
                     format!(
                         "{} (value: \"v1.26.0\")",
-                        crate::controlplane::validation::LEARNER_MODE_UNSUPPORTED
+                        controlplane::validation::LEARNER_MODE_UNSUPPORTED
                     )
                 ),
             ]
@@ -1049,13 +946,5 @@ spec:
         assert!(warned[1].starts_with(
             "f:1: KubeadmControlPlane/cp: spec.kubeadmConfigSpec.useExperimentalRetryJoin: exists only in v1beta1"
         ), "{warned:#?}");
-    }
-
-    #[test]
-    fn variables_are_found_with_their_defaults() {
-        let found = variables("${A}-${B:=x}${C=y}${D:-}${bad name}${}$E");
-        let defaults: Vec<Option<&str>> = found.iter().map(|v| v.default.as_deref()).collect();
-        assert_eq!(defaults, [None, Some("x"), Some("y"), Some("")]);
-        assert!(!has_unresolved_variable("plain text with $HOME"));
     }
 }

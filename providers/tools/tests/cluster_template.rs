@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kubeadm_api::cluster::v1beta2::{Cluster, MachineDeployment};
-use kubeadm_api::offline::{BOOTSTRAP_GROUP, CONTROLPLANE_GROUP, check_documents};
-use kubeadm_controlplane::cluster_template::{
+use kubeadm_tools::template::{
     self, CONTROL_PLANE_MACHINE_GEN, ClusterOptions, GenerateError, Settings, WORKER_MACHINE_GEN,
     bump_in_text,
 };
+use kubeadm_tools::validate::check_documents;
 use serde_json::Value;
 
 /// Set by `generate cluster` from its arguments, so the example only mentions them in a comment.
@@ -55,7 +55,7 @@ fn settings_from(example: &str) -> Settings {
 }
 
 fn render(name: &str, template: &str, example: &str) -> String {
-    cluster_template::generate(template, name, &settings_from(example))
+    template::generate(template, name, &settings_from(example))
         .unwrap_or_else(|error| panic!("{error}"))
 }
 
@@ -103,7 +103,7 @@ fn the_example_covers_every_variable_of_every_template() {
         );
     }
     for (name, template) in templates() {
-        let lacking: Vec<String> = cluster_template::list_variables(&template, &name)
+        let lacking: Vec<String> = template::list_variables(&template, &name)
             .unwrap()
             .into_iter()
             .filter(|variable| {
@@ -136,7 +136,14 @@ fn every_template_renders_and_passes_the_offline_admission_rules() {
     let example = example_text();
     for (name, template) in templates() {
         let rendered = render(&name, &template, &example);
-        let report = check_documents(&name, &rendered, &[BOOTSTRAP_GROUP, CONTROLPLANE_GROUP]);
+        let report = check_documents(
+            &name,
+            &rendered,
+            &[
+                kubeadm_api::bootstrap::GROUP,
+                kubeadm_api::controlplane::GROUP,
+            ],
+        );
         let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
         assert!(problems.is_empty(), "{name}:\n{}", problems.join("\n"));
         // A Cluster of a ClusterClass holds nothing of ours: the class has the templates.
@@ -268,7 +275,7 @@ fn the_openstack_template_has_the_scs_shape() {
         })
         .unwrap();
     unsafe_fs.set("KUBERNETES_VERSION", "v1.34.2");
-    let rendered = cluster_template::generate(&template, "t", &unsafe_fs).unwrap();
+    let rendered = template::generate(&template, "t", &unsafe_fs).unwrap();
     assert!(rendered.contains("controlplane.cluster.x-k8s.io/etcd-unsafe-no-fsync: \"true\"\n"));
     assert!(rendered.contains("  version: v1.34.2\n"));
 }
@@ -315,7 +322,7 @@ fn a_counter_bump_renames_exactly_the_machine_templates_that_carry_it() {
     let example = example_text();
     let mut counted = 0;
     for (name, template) in templates() {
-        let variables: Vec<String> = cluster_template::list_variables(&template, &name)
+        let variables: Vec<String> = template::list_variables(&template, &name)
             .unwrap()
             .into_iter()
             .map(|v| v.name)
@@ -384,7 +391,7 @@ fn a_missing_variable_is_named_with_file_and_line_of_first_use() {
             .unwrap()
             + 1
     };
-    let error = cluster_template::generate(
+    let error = template::generate(
         &template,
         "templates/cluster-template.yaml",
         &settings_from(&example),

@@ -1,4 +1,7 @@
-//! clusterctl's variable substitution, as its simple YAML processor does it with drone/envsubst v2:
+//! The one reader of `${VAR}` expressions, in two readings.
+//!
+//! Templates ([`Template::parse`]) are read as clusterctl's simple YAML processor reads them with
+//! drone/envsubst v2:
 //!
 //! - `${VAR}` is the value of `VAR`;
 //! - `${VAR:=default}`, `${VAR=default}` and `${VAR:-default}` are the value of `VAR`, or `default` when
@@ -13,9 +16,26 @@
 //! Expressions envsubst documents as unsupported (`${VAR-default}`, `${VAR+alt}`, `${VAR:?msg}`,
 //! `${VAR:+alt}`) and its string functions (`${#VAR}`, `${VAR^^}`, `${VAR:1:2}`, `${VAR/a/b}`, …) are
 //! rejected with the line they are on, rather than rendered differently from clusterctl.
+//!
+//! Manifests being validated ([`Template::scan`]) are read leniently: only `${NAME}` and
+//! `${NAME<op>default}` with an ASCII name count as variables, a default runs to the first `}`, `$$` is
+//! no escape and anything else is text. See [`Reading`] for why the two differ.
 
 use std::collections::BTreeSet;
 use std::fmt;
+
+/// How `${…}` is read. Templates are read exactly as clusterctl reads them, so what we render is what
+/// clusterctl renders and what it would refuse is refused. The validator reads manifests that may already
+/// be rendered, where a `${VAR}` (e.g. from `$${VAR}`) is meant for the node and a shell's `${x%.*}` is
+/// plain text: it only asks which values still hold a variable and what their defaults give, so it takes
+/// well-formed references and passes everything else by. Both readings keep what they did before they
+/// shared this parser (ASCII names and a default up to the first `}` in the lenient one), so neither a
+/// rendered template nor a validation verdict changed with the move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    Clusterctl,
+    Lenient,
+}
 
 /// A piece of a parsed template.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,16 +96,54 @@ pub struct Template {
 }
 
 impl Template {
-    /// Parses `text`; errors name the line of the bad expression.
+    /// Parses `text` as clusterctl does; errors name the line of the bad expression.
     pub fn parse(text: &str) -> Result<Template, SyntaxError> {
-        let source = Source::new(text);
+        Self::read(text, Reading::Clusterctl)
+    }
+
+    /// Reads `text` leniently, as the validator does: malformed expressions are text, never errors.
+    pub fn scan(text: &str) -> Template {
+        Self::read(text, Reading::Lenient).expect("the lenient reading accepts any text")
+    }
+
+    fn read(text: &str, reading: Reading) -> Result<Template, SyntaxError> {
+        let source = Source::new(text, reading);
         let mut parser = Parser {
             chars: source.text.char_indices().collect(),
             position: 0,
             source: &source,
+            reading,
         };
         let nodes = parser.parse_text()?;
         Ok(Template { nodes })
+    }
+
+    /// Whether any variable is left.
+    pub fn has_variables(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|node| matches!(node, Node::Variable(_)))
+    }
+
+    /// Whether the text is one variable and nothing else, e.g. `${REPLICAS:=3}`.
+    pub fn is_variable_only(&self) -> bool {
+        matches!(self.nodes.as_slice(), [Node::Variable(_)])
+    }
+
+    /// The text with every variable that has a default replaced by that default, the others left as
+    /// `${NAME}`.
+    pub fn fill_defaults(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|node| match node {
+                Node::Text(text) => text.clone(),
+                Node::Variable(Variable {
+                    default: Some(default),
+                    ..
+                }) => display_default(default),
+                Node::Variable(variable) => format!("${{{}}}", variable.name),
+            })
+            .collect()
     }
 
     /// Every variable used outside a default, once, at its first use, in order of first use.
@@ -169,13 +227,17 @@ struct Source {
 }
 
 impl Source {
-    fn new(original: &str) -> Source {
+    fn new(original: &str, reading: Reading) -> Source {
         let mut text = String::with_capacity(original.len());
         let mut lines = Vec::with_capacity(original.len());
         let mut line = 1;
         let mut rest = original;
         while !rest.is_empty() {
-            if let Some(name) = rest.strip_prefix("${").and_then(legacy_variable_name) {
+            if let Some(name) = rest
+                .strip_prefix("${")
+                .filter(|_| reading == Reading::Clusterctl)
+                .and_then(legacy_variable_name)
+            {
                 let (name, consumed) = name;
                 for byte in format!("${{{name}}}").bytes() {
                     text.push(byte as char);
@@ -230,6 +292,7 @@ struct Parser<'s> {
     chars: Vec<(usize, char)>,
     position: usize,
     source: &'s Source,
+    reading: Reading,
 }
 
 impl Parser<'_> {
@@ -274,11 +337,20 @@ impl Parser<'_> {
         let mut text = String::new();
         while let Some(c) = self.peek() {
             match (c, self.peek_at(1)) {
+                ('$', Some('{')) if self.reading == Reading::Lenient => {
+                    match self.scan_expression() {
+                        Ok(variable) => {
+                            push_text(&mut nodes, &mut text);
+                            nodes.push(Node::Variable(variable));
+                        }
+                        Err(passed) => text.push_str(&passed),
+                    }
+                }
                 ('$', Some('{')) => {
                     push_text(&mut nodes, &mut text);
                     nodes.push(Node::Variable(self.parse_expression()?));
                 }
-                ('$', Some('$')) => {
+                ('$', Some('$')) if self.reading == Reading::Clusterctl => {
                     text.push('$');
                     self.position += 2;
                 }
@@ -300,14 +372,7 @@ impl Parser<'_> {
         if self.peek() == Some('#') {
             return Err(self.unsupported(start));
         }
-        let name_start = self.position;
-        while self.peek().is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            self.position += 1;
-        }
-        let name: String = self.chars[name_start..self.position]
-            .iter()
-            .map(|&(_, c)| c)
-            .collect();
+        let name = self.read_name();
         if name.is_empty() {
             return Err(self.error(
                 start,
@@ -317,18 +382,17 @@ impl Parser<'_> {
                 ),
             ));
         }
-        let operator = match (self.peek(), self.peek_at(1)) {
-            (Some('}'), _) => {
-                self.position += 1;
-                return Ok(Variable {
-                    name,
-                    default: None,
-                    line,
-                });
-            }
-            (Some(':'), Some('=' | '-')) => 2,
-            (Some('='), _) => 1,
-            (Some(':'), Some(second @ ('?' | '+'))) => {
+        if self.peek() == Some('}') {
+            self.position += 1;
+            return Ok(Variable {
+                name,
+                default: None,
+                line,
+            });
+        }
+        let operator = match (self.default_operator(), self.peek(), self.peek_at(1)) {
+            (Some(operator), ..) => operator,
+            (None, Some(':'), Some(second @ ('?' | '+'))) => {
                 return Err(self.error(
                     start,
                     format!(
@@ -337,7 +401,7 @@ impl Parser<'_> {
                     ),
                 ));
             }
-            (Some('-' | '+' | '?'), _) => {
+            (None, Some('-' | '+' | '?'), _) => {
                 let operator = self.peek().expect("matched");
                 return Err(self.error(
                     start,
@@ -347,10 +411,10 @@ impl Parser<'_> {
                     ),
                 ));
             }
-            (Some(':' | ',' | '^' | '/' | '#' | '%'), _) => {
+            (None, Some(':' | ',' | '^' | '/' | '#' | '%'), _) => {
                 return Err(self.unsupported(start));
             }
-            (None, _) => {
+            (None, None, _) => {
                 return Err(self.error(
                     start,
                     format!(
@@ -359,7 +423,7 @@ impl Parser<'_> {
                     ),
                 ));
             }
-            (Some(c), _) => {
+            (None, Some(c), _) => {
                 return Err(self.error(
                     start,
                     format!(
@@ -377,6 +441,65 @@ impl Parser<'_> {
             default: Some(default),
             line,
         })
+    }
+
+    /// `${NAME}` or `${NAME<op>default}` read leniently, with the parser at `$`: the expression runs to
+    /// the first `}` and its default is the text before it. Anything else is given back as text (`Err`),
+    /// up to and with that `}`, or to the end when there is none.
+    fn scan_expression(&mut self) -> Result<Variable, String> {
+        let start = self.position;
+        let line = self.line(start);
+        let Some(close) = (start + 2..self.chars.len()).find(|&i| self.chars[i].1 == '}') else {
+            self.position = self.chars.len();
+            return Err(self.text(start, self.chars.len()));
+        };
+        self.position += 2;
+        let name = self.read_name();
+        // `Some(default)` for a well-formed reference; a default is `Some(text)`.
+        let reference = if name.is_empty() {
+            None
+        } else if self.position == close {
+            Some(None)
+        } else {
+            self.default_operator()
+                .map(|operator| Some(self.text(self.position + operator, close)))
+        };
+        let passed = self.text(start, close + 1);
+        self.position = close + 1;
+        match reference {
+            Some(default) => Ok(Variable {
+                name,
+                default: default.map(|text| vec![Node::Text(text)]),
+                line,
+            }),
+            None => Err(passed),
+        }
+    }
+
+    /// A variable name at the parser, which moves past it.
+    fn read_name(&mut self) -> String {
+        let start = self.position;
+        let is_name = |c: char| match self.reading {
+            Reading::Clusterctl => c.is_alphanumeric() || c == '_',
+            Reading::Lenient => c.is_ascii_alphanumeric() || c == '_',
+        };
+        while self.peek().is_some_and(is_name) {
+            self.position += 1;
+        }
+        self.text(start, self.position)
+    }
+
+    /// The length of the default operator at the parser (`:=`, `:-`, `=`), if one is there.
+    fn default_operator(&self) -> Option<usize> {
+        match (self.peek(), self.peek_at(1)) {
+            (Some(':'), Some('=' | '-')) => Some(2),
+            (Some('='), _) => Some(1),
+            _ => None,
+        }
+    }
+
+    fn text(&self, from: usize, to: usize) -> String {
+        self.chars[from..to].iter().map(|&(_, c)| c).collect()
     }
 
     /// The default of `${name<op>…}` up to its `}`: text (no escapes, no `}`) and nested expressions.
@@ -631,6 +754,23 @@ mod tests {
                 "{text:?}: {error} lacks {message:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_lenient_reading_takes_well_formed_references_and_leaves_the_rest_as_text() {
+        let template = Template::scan("${A}-${B:=x}${C=y}${D:-}${bad name}${}$E ${x%.*} ${F");
+        assert!(template.has_variables());
+        assert_eq!(
+            template.fill_defaults(),
+            "${A}-xy${bad name}${}$E ${x%.*} ${F"
+        );
+        assert!(!Template::scan("plain text with $HOME and ${x%.*}").has_variables());
+        // `$$` is no escape, a default runs to the first `}`, names are ASCII.
+        assert!(Template::scan("$${X}").has_variables());
+        assert_eq!(Template::scan("${A:=${B}}").fill_defaults(), "${B}");
+        assert!(!Template::scan("${Ä}").has_variables());
+        assert!(Template::scan("${N:=3}").is_variable_only());
+        assert!(!Template::scan("n: ${N:=3}").is_variable_only());
     }
 
     proptest! {

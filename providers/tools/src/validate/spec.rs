@@ -5,13 +5,12 @@
 
 use serde_json::Value;
 
-use crate::bootstrap::v1beta2::KubeadmConfigSpec;
-use crate::conversion::convert_object;
-use crate::crd::STORAGE_VERSION;
+use kubeadm_api::bootstrap::{self, v1beta2::KubeadmConfigSpec};
+use kubeadm_api::conversion::convert_object;
+use kubeadm_api::crd::STORAGE_VERSION;
 
-use super::{
-    BOOTSTRAP_GROUP, Header, Problem, Schemas, check_document, is_our_kind, split_documents,
-};
+use super::{Header, Problem, Schemas, check_document, is_our_kind};
+use crate::yaml;
 
 /// A KubeadmConfigSpec read from a file, with the object it came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,8 +56,11 @@ pub fn read_embedded_spec(
         }]
     };
     let mut candidates = Vec::new();
-    for (number, text) in split_documents(yaml) {
-        let value: Value = serde_saphyr::from_str(text)
+    for yaml::Document {
+        number, content, ..
+    } in yaml::documents(yaml)
+    {
+        let value: Value = serde_saphyr::from_str(content)
             .map_err(|e| fail(number, None, None, format!("cannot parse YAML: {e}")))?;
         match Header::of(&value) {
             Some(header) if is_our_kind(&header.group, &header.kind) => {
@@ -67,7 +69,7 @@ pub fn read_embedded_spec(
             Some(_) => {}
             None if value.is_object() && value.get("kind").is_none() => {
                 let wrapped = serde_json::json!({
-                    "apiVersion": format!("{BOOTSTRAP_GROUP}/{bare_version}"),
+                    "apiVersion": format!("{}/{bare_version}", bootstrap::GROUP),
                     "kind": "KubeadmConfig",
                     "metadata": {},
                     "spec": value,
