@@ -35,13 +35,13 @@ testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached 
 	hack/install-testenv.sh
 
 manifests: ## Regenerate config/{crd/bases,webhook,certmanager,rbac,manager,default} and e2e/config/crd from the Rust types
-	$(CARGO) run -q -p kubeadm-api --bin crdgen -- .
+	$(CARGO) run -q -p xtask -- crdgen .
 
 check-manifests: ## Fail when generated manifests are stale
-	$(CARGO) run -q -p kubeadm-api --bin crdgen -- --check .
+	$(CARGO) run -q -p xtask -- crdgen --check .
 
 release-manifests: ## Write the clusterctl local repository of this version to out/ (components, metadata.yaml, templates)
-	$(CARGO) run -q -p kubeadm-api --bin release-manifests -- --out out .
+	$(CARGO) run -q -p xtask -- release-manifests --out out .
 
 build: ## Build both managers and the test environment
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p testenv -p sim

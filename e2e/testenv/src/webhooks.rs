@@ -150,14 +150,16 @@ pub async fn route_group_to(
     url: &str,
     ca_pem: &str,
 ) -> Result<()> {
-    use kubeadm_api::webhook::{admission_webhooks, manifests};
+    use kubeadm_api::webhook::{
+        admission_webhooks, mutating_configuration, validating_configuration,
+    };
     let client = plane.client().await?;
     let ours: Vec<_> = admission_webhooks()
         .into_iter()
         .filter(|w| w.group == group)
         .collect();
-    let mut mutating = manifests::mutating_configuration(&ours);
-    let mut validating = manifests::validating_configuration(&ours);
+    let mut mutating = mutating_configuration(&ours);
+    let mut validating = validating_configuration(&ours);
     mutating.metadata.name = Some(format!("{group}-defaulting"));
     validating.metadata.name = Some(format!("{group}-validation"));
     mutating_at(&mut mutating, url, ca_pem)?;

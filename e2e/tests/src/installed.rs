@@ -6,12 +6,12 @@
 
 use std::net::IpAddr;
 
-use kubeadm_api::components::{self, Provider};
 use testenv::ManagementPlane;
 use testenv::apiserver::ApiServerOptions;
 use testenv::capi::{ClusterApi, Part};
 use testenv::clusterctl::{self, Flags, Repository, RepositoryProvider};
 use testenv::manager::ManagerProcess;
+use xtask::components::{self, Provider};
 
 use crate::env::manager_binary;
 
@@ -46,7 +46,7 @@ pub fn ours(provider: Provider) -> RepositoryProvider {
 /// role (cloning and deleting SimMachines); the simulator itself runs in the test process. Release
 /// series 0.1 on contract v1beta2.
 pub fn sim() -> RepositoryProvider {
-    use kubeadm_api::components::rbac;
+    use xtask::components::rbac;
     let mut components =
         format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SIM_NAMESPACE}\n");
     for (_, crd) in sim::api::crd_files() {

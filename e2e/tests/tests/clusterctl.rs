@@ -93,7 +93,7 @@ fn clusterctl_generate_cluster_gives_our_objects_for_every_template() {
 /// every object of our components file with the provider label clusterctl adds.
 #[test]
 fn clusterctl_generate_provider_reads_our_local_repository() {
-    use kubeadm_api::components::{self, Provider};
+    use xtask::components::{self, Provider};
     let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
     let dir = tempfile::tempdir().unwrap();
     let repository = dir.path().join("out");
@@ -176,7 +176,7 @@ async fn clusterctl_init_installs_our_providers_and_their_webhooks_answer() {
     use e2e_tests::installed;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-    use kubeadm_api::components::{self, Provider};
+    use xtask::components::{self, Provider};
 
     let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
     let network = sim::netns::Fabric::create().expect("a bridge for the webhook Services");

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use e2e_tests::Env;
 use e2e_tests::installed::{next_version, ours_next};
 use kube::ResourceExt;
-use kubeadm_api::components::Provider;
 use testenv::capi::ClusterApi;
 use testenv::manager::ManagerProcess;
+use xtask::components::Provider;
 
 const CLUSTER: &str = "upgraded";
 

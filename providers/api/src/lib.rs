@@ -6,11 +6,11 @@
 
 pub mod bootstrap;
 pub mod cluster;
-pub mod components;
 pub mod controlplane;
 pub mod conversion;
 pub mod crd;
 pub mod meta;
+pub mod rbac;
 pub mod validation;
 pub mod version;
 pub mod webhook;

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use kubeadm_api::components::{self, Provider};
+use xtask::components::{self, Provider};
 
 const CONTROLPLANE_MANAGER: &str = env!("CARGO_BIN_EXE_controlplane-manager");
 

@@ -28,12 +28,12 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
-use kubeadm_api::components::{self, Provider, rbac};
 use serde_json::{Value, json};
 use testenv::ManagementPlane;
 use testenv::apiserver::ApiServerOptions;
 use testenv::clusterctl;
 use testenv::manager::ManagerProcess;
+use xtask::components::{self, Provider, rbac};
 
 use common::{CLUSTER, NS};
 

@@ -10,7 +10,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::reflector::ObjectRef;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::crd;
-use kubeadm_api::webhook::{admission_webhooks, manifests};
+use kubeadm_api::webhook::{admission_webhooks, mutating_configuration, validating_configuration};
 use kubeadm_controlplane::webhooks;
 use kubeadm_runtime::{Shutdown, WebhookArgs};
 use serde_json::{Value, json};
@@ -129,9 +129,9 @@ async fn the_real_rules_default_refuse_and_convert_through_the_api_server() {
         .into_iter()
         .filter(|w| w.group == GROUP)
         .collect();
-    let mut mutating = manifests::mutating_configuration(&ours);
+    let mut mutating = mutating_configuration(&ours);
     testenv::webhooks::mutating_at(&mut mutating, &base, &serving.ca_pem).unwrap();
-    let mut validating = manifests::validating_configuration(&ours);
+    let mut validating = validating_configuration(&ours);
     testenv::webhooks::validating_at(&mut validating, &base, &serving.ca_pem).unwrap();
     testenv::webhooks::register(&client, &mutating, &validating)
         .await

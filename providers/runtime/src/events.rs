@@ -3,6 +3,15 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder};
+use kubeadm_api::rbac::Rule;
+
+/// What [`publish`] needs: kube-runtime's recorder writes with the events.k8s.io API, creating an Event
+/// and patching it when it repeats.
+pub const RBAC_RULE: Rule = Rule {
+    groups: &["events.k8s.io"],
+    resources: &["events"],
+    verbs: &["create", "patch"],
+};
 
 /// The API server refuses an Event whose note is longer.
 pub const NOTE_LIMIT: usize = 1024;

@@ -16,7 +16,16 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use kubeadm_api::rbac::Rule;
 use tokio::sync::{oneshot, watch};
+
+/// What leader election needs in the manager's own namespace: the Lease is read, created, and renewed
+/// with an update that carries the read `resourceVersion`.
+pub const RBAC_RULES: &[Rule] = &[Rule {
+    groups: &["coordination.k8s.io"],
+    resources: &["leases"],
+    verbs: &["create", "get", "update"],
+}];
 
 /// Where the service account token mounts the pod's namespace.
 const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";

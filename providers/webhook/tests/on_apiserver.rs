@@ -12,7 +12,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::crd;
-use kubeadm_api::webhook::manifests;
+use kubeadm_api::webhook::{mutating_configuration, validating_configuration};
 use kubeadm_webhook::{
     Admission, AdmissionRequest, CONVERSION_PATH, Change, Denial, FieldError, WebhookServer,
     admission_webhooks,
@@ -89,9 +89,9 @@ async fn register_webhooks(client: &kube::Client, base: &str, ca: &str) {
         .filter(|w| w.kind == "KubeadmControlPlane")
         .collect();
     assert_eq!(served.len(), 3);
-    let mut mutating = manifests::mutating_configuration(&served);
+    let mut mutating = mutating_configuration(&served);
     testenv::webhooks::mutating_at(&mut mutating, base, ca).unwrap();
-    let mut validating = manifests::validating_configuration(&served);
+    let mut validating = validating_configuration(&served);
     testenv::webhooks::validating_at(&mut validating, base, ca).unwrap();
     testenv::webhooks::register(client, &mutating, &validating)
         .await

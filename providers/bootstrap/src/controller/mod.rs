@@ -34,6 +34,7 @@ use kubeadm_runtime::events;
 use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
 
 mod metrics;
+pub mod rbac;
 use metrics::{ApiServer, METRICS, counted, role_label};
 
 use crate::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};

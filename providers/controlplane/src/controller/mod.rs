@@ -12,6 +12,7 @@ mod machines;
 mod metrics;
 mod observe;
 mod phases;
+pub mod rbac;
 mod reconcile;
 mod scope;
 mod status;

@@ -14,9 +14,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use kubeadm_api::webhook::{WEBHOOK_CERT_DIR, WEBHOOK_PORT};
+
 use super::{Naming, Provider, rbac};
-use crate::webhook::manifests::SERVING_CERT_SECRET;
-use crate::webhook::{WEBHOOK_CERT_DIR, WEBHOOK_PORT};
+use crate::webhook::SERVING_CERT_SECRET;
 
 /// The clusterctl variable naming the manager image, and its default: one image holds both binaries.
 pub const IMAGE_VARIABLE: &str = "KUBEADM_PROVIDERS_IMAGE";

@@ -1,14 +1,23 @@
-//! Which admission webhooks our kinds have and where the webhook server answers for them. The
-//! webhook configurations in `config/` and the server in the managers both take their paths from
-//! here, so the two cannot disagree.
+//! Which admission webhooks our kinds have, where the webhook server answers for them, and the
+//! webhook configurations that register them with the API server. The configurations in `config/`,
+//! those the test environment registers and the server in the managers all take their paths from
+//! here, so they cannot disagree.
 
-pub mod manifests;
+use std::collections::BTreeMap;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use crate::bootstrap::v1beta2::{KubeadmConfig, KubeadmConfigTemplate};
 use crate::controlplane::v1beta2::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
-pub use crate::crd::{CONVERSION_PATH, WEBHOOK_SERVICE_NAME, WEBHOOK_SERVICE_NAMESPACE};
+pub use crate::crd::{
+    CA_INJECTION_ANNOTATION, CA_INJECTION_FROM, CONVERSION_PATH, WEBHOOK_SERVICE_NAME,
+    WEBHOOK_SERVICE_NAMESPACE,
+};
 
 /// The port the managers serve webhooks on; the webhook Service forwards 443 to it.
 pub const WEBHOOK_PORT: u16 = 9443;
@@ -122,6 +131,91 @@ pub fn admission_webhooks() -> Vec<AdmissionWebhook> {
     ]
 }
 
+const MUTATING_NAME: &str = "mutating-webhook-configuration";
+const VALIDATING_NAME: &str = "validating-webhook-configuration";
+
+/// The MutatingWebhookConfiguration of the defaulting webhooks among `webhooks`.
+pub fn mutating_configuration(webhooks: &[AdmissionWebhook]) -> MutatingWebhookConfiguration {
+    let webhooks = sorted(webhooks, |w| w.admission == Admission::Mutate)
+        .map(|webhook| MutatingWebhook {
+            admission_review_versions: vec!["v1".into()],
+            client_config: client_config(webhook),
+            failure_policy: Some("Fail".into()),
+            match_policy: Some("Equivalent".into()),
+            name: webhook.name(),
+            rules: Some(vec![rule(webhook)]),
+            side_effects: "None".into(),
+            ..Default::default()
+        })
+        .collect();
+    MutatingWebhookConfiguration {
+        metadata: annotated(MUTATING_NAME),
+        webhooks: Some(webhooks),
+    }
+}
+
+/// The ValidatingWebhookConfiguration of the validating webhooks among `webhooks`.
+pub fn validating_configuration(webhooks: &[AdmissionWebhook]) -> ValidatingWebhookConfiguration {
+    let webhooks = sorted(webhooks, |w| w.admission != Admission::Mutate)
+        .map(|webhook| ValidatingWebhook {
+            admission_review_versions: vec!["v1".into()],
+            client_config: client_config(webhook),
+            failure_policy: Some("Fail".into()),
+            match_policy: Some("Equivalent".into()),
+            name: webhook.name(),
+            rules: Some(vec![rule(webhook)]),
+            side_effects: "None".into(),
+            ..Default::default()
+        })
+        .collect();
+    ValidatingWebhookConfiguration {
+        metadata: annotated(VALIDATING_NAME),
+        webhooks: Some(webhooks),
+    }
+}
+
+fn sorted(
+    webhooks: &[AdmissionWebhook],
+    keep: impl Fn(&AdmissionWebhook) -> bool,
+) -> impl Iterator<Item = &AdmissionWebhook> {
+    let mut kept: Vec<&AdmissionWebhook> = webhooks.iter().filter(|w| keep(w)).collect();
+    kept.sort_by_key(|w| w.name());
+    kept.into_iter()
+}
+
+fn annotated(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        annotations: Some(BTreeMap::from([(
+            CA_INJECTION_ANNOTATION.into(),
+            CA_INJECTION_FROM.into(),
+        )])),
+        ..Default::default()
+    }
+}
+
+fn client_config(webhook: &AdmissionWebhook) -> WebhookClientConfig {
+    WebhookClientConfig {
+        service: Some(ServiceReference {
+            name: WEBHOOK_SERVICE_NAME.into(),
+            namespace: WEBHOOK_SERVICE_NAMESPACE.into(),
+            path: Some(webhook.path()),
+            port: None,
+        }),
+        ..Default::default()
+    }
+}
+
+fn rule(webhook: &AdmissionWebhook) -> RuleWithOperations {
+    RuleWithOperations {
+        api_groups: Some(vec![webhook.group.clone()]),
+        api_versions: Some(vec![webhook.version.clone()]),
+        operations: Some(webhook.operations().iter().map(|o| o.to_string()).collect()),
+        resources: Some(vec![webhook.resource()]),
+        scope: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +312,48 @@ mod tests {
             admission_path("", "v1", "Pod", Admission::Mutate),
             "/mutate--v1-pod"
         );
+    }
+
+    #[test]
+    fn configurations_follow_cluster_api_conventions() {
+        let webhooks = admission_webhooks();
+        let validating = validating_configuration(&webhooks);
+        let names: Vec<&str> = validating
+            .webhooks
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            // Sorted by name, as controller-gen lists them.
+            [
+                "validation-scale.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
+                "validation.kubeadmconfig.bootstrap.cluster.x-k8s.io",
+                "validation.kubeadmconfigtemplate.bootstrap.cluster.x-k8s.io",
+                "validation.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
+                "validation.kubeadmcontrolplanetemplate.controlplane.cluster.x-k8s.io",
+            ]
+        );
+        for webhook in validating.webhooks.as_ref().unwrap() {
+            assert_eq!(webhook.side_effects, "None");
+            assert_eq!(webhook.admission_review_versions, ["v1"]);
+            assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+            assert_eq!(webhook.match_policy.as_deref(), Some("Equivalent"));
+            let service = webhook.client_config.service.as_ref().unwrap();
+            assert_eq!(
+                (service.namespace.as_str(), service.name.as_str()),
+                ("system", "webhook-service")
+            );
+        }
+        let mutating = mutating_configuration(&webhooks);
+        assert_eq!(mutating.webhooks.as_ref().unwrap().len(), 2);
+        for metadata in [&mutating.metadata, &validating.metadata] {
+            assert_eq!(
+                metadata.annotations.as_ref().unwrap()[CA_INJECTION_ANNOTATION],
+                "$(CERTIFICATE_NAMESPACE)/$(CERTIFICATE_NAME)"
+            );
+        }
     }
 }

@@ -1,9 +1,7 @@
-//! The permissions each manager needs on the management cluster, rule by rule, taken from the calls
-//! its controllers, webhook server and leader election make. No rule holds a `*`: a verb or a resource
-//! missing here shows up as `forbidden` in the RBAC test against a real kube-apiserver.
-//!
-//! Workload-cluster calls (join tokens, `kubeadm-config`, static pods) go through the cluster's admin
-//! kubeconfig Secret, not through this service account, so they need no rule here.
+//! The RBAC objects of each manager: its service account, the ClusterRole of the rules its crate
+//! declares next to the calls (`controller::rbac::RULES`), leader election's Role, and for the control
+//! plane the aggregated role through which infrastructure providers grant their machine kinds. No rule
+//! holds a `*`.
 
 use std::collections::BTreeMap;
 
@@ -13,25 +11,19 @@ use k8s_openapi::api::rbac::v1::{
     Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kubeadm_api::rbac::Rule;
+use kubeadm_controlplane::controller::rbac::{
+    INFRASTRUCTURE_MACHINE_VERBS, INFRASTRUCTURE_TEMPLATE_VERBS,
+};
 
 use super::{Naming, Provider};
 
-/// One RBAC rule as a table row: API groups, resources, verbs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
-    pub groups: &'static [&'static str],
-    pub resources: &'static [&'static str],
-    pub verbs: &'static [&'static str],
-}
-
-impl Rule {
-    fn policy(&self) -> PolicyRule {
-        PolicyRule {
-            api_groups: Some(strings(self.groups)),
-            resources: Some(strings(self.resources)),
-            verbs: strings(self.verbs),
-            ..Default::default()
-        }
+fn policy(rule: &Rule) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(strings(rule.groups)),
+        resources: Some(strings(rule.resources)),
+        verbs: strings(rule.verbs),
+        ..Default::default()
     }
 }
 
@@ -39,128 +31,7 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
-const CONTROLPLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
-const CLUSTER_GROUP: &str = "cluster.x-k8s.io";
 const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
-
-/// The bootstrap manager's cluster-wide rules.
-pub const BOOTSTRAP_RULES: &[Rule] = &[
-    // The controller watches KubeadmConfigs (never reads one by name) and records the join token it
-    // created in the spec.
-    Rule {
-        groups: &[BOOTSTRAP_GROUP],
-        resources: &["kubeadmconfigs"],
-        verbs: &["list", "patch", "watch"],
-    },
-    Rule {
-        groups: &[BOOTSTRAP_GROUP],
-        resources: &["kubeadmconfigs/status"],
-        verbs: &["patch"],
-    },
-    // Owner Machine or MachinePool and its Cluster: watched, read, never written.
-    Rule {
-        groups: &[CLUSTER_GROUP],
-        resources: &["clusters", "machinepools", "machines"],
-        verbs: &["get", "list", "watch"],
-    },
-    // Cluster certificates (created when no control-plane provider does), `contentFrom` files, the
-    // admin kubeconfig, and the bootstrap data Secret (server-side apply).
-    Rule {
-        groups: &[""],
-        resources: &["secrets"],
-        verbs: &["create", "get", "patch"],
-    },
-    // The init lock: one ConfigMap per cluster, created, read and deleted.
-    Rule {
-        groups: &[""],
-        resources: &["configmaps"],
-        verbs: &["create", "delete", "get"],
-    },
-    EVENTS,
-];
-
-/// The control-plane manager's cluster-wide rules.
-pub const CONTROLPLANE_RULES: &[Rule] = &[
-    // Watched by the controller and the webhook cache; read live for the remediation record before a
-    // machine is created; the finalizer, etcd and remediation bookkeeping annotations are merge patches.
-    Rule {
-        groups: &[CONTROLPLANE_GROUP],
-        resources: &["kubeadmcontrolplanes"],
-        verbs: &["get", "list", "patch", "watch"],
-    },
-    Rule {
-        groups: &[CONTROLPLANE_GROUP],
-        resources: &["kubeadmcontrolplanes/status"],
-        verbs: &["patch"],
-    },
-    // Objects created with the control plane as owner set `blockOwnerDeletion`; with the
-    // OwnerReferencesPermissionEnforcement admission plugin that needs this.
-    Rule {
-        groups: &[CONTROLPLANE_GROUP],
-        resources: &["kubeadmcontrolplanes/finalizers"],
-        verbs: &["update"],
-    },
-    // One KubeadmConfig per machine: created, read, labels applied, removed with leftovers.
-    Rule {
-        groups: &[BOOTSTRAP_GROUP],
-        resources: &["kubeadmconfigs"],
-        verbs: &["create", "delete", "get", "list", "patch"],
-    },
-    Rule {
-        groups: &[CLUSTER_GROUP],
-        resources: &["clusters"],
-        verbs: &["get", "list", "watch"],
-    },
-    // Control-plane Machines: listed live (never read one by one), created, adopted, labelled,
-    // annotated (pre-terminate hook), deleted.
-    Rule {
-        groups: &[CLUSTER_GROUP],
-        resources: &["machines"],
-        verbs: &["create", "delete", "list", "patch", "watch"],
-    },
-    // Pod-health conditions on each Machine.
-    Rule {
-        groups: &[CLUSTER_GROUP],
-        resources: &["machines/status"],
-        verbs: &["patch"],
-    },
-    // Cluster certificates (create-if-absent), the admin kubeconfig (created, renewed in place), and
-    // etcd snapshots kept in Secrets (created, listed, the oldest deleted).
-    Rule {
-        groups: &[""],
-        resources: &["secrets"],
-        verbs: &["create", "delete", "get", "list", "update"],
-    },
-    // The conversion webhook reads the contract version of referenced kinds from CRD labels.
-    Rule {
-        groups: &["apiextensions.k8s.io"],
-        resources: &["customresourcedefinitions"],
-        verbs: &["list", "watch"],
-    },
-    EVENTS,
-];
-
-/// Events are written with the events.k8s.io API (kube-runtime's recorder): created, then patched
-/// when they repeat.
-const EVENTS: Rule = Rule {
-    groups: &["events.k8s.io"],
-    resources: &["events"],
-    verbs: &["create", "patch"],
-};
-
-/// Leader election in the manager's own namespace: the Lease is read, created, and renewed with an
-/// update that carries the read `resourceVersion`.
-pub const LEADER_ELECTION_RULES: &[Rule] = &[Rule {
-    groups: &["coordination.k8s.io"],
-    resources: &["leases"],
-    verbs: &["create", "get", "update"],
-}];
-
-/// What the control-plane manager does with infrastructure machines: reads the template it clones,
-/// creates, lists, labels (server-side apply) and deletes the machines.
-pub const INFRASTRUCTURE_MACHINE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch"];
-pub const INFRASTRUCTURE_TEMPLATE_VERBS: &[&str] = &["get"];
 
 /// Label of ClusterRoles whose rules the control-plane manager gets through its aggregated role. It is
 /// the label Cluster API's own control-plane provider selects, so a ClusterRole written for it (e.g.
@@ -207,11 +78,11 @@ const LEADER_ELECTION_ROLE: &str = "leader-election-role";
 const LEADER_ELECTION_ROLE_BINDING: &str = "leader-election-rolebinding";
 
 impl Provider {
-    /// The manager's cluster-wide rules.
+    /// The manager's cluster-wide rules, as its crate declares them.
     pub fn rules(self) -> &'static [Rule] {
         match self {
-            Provider::Bootstrap => BOOTSTRAP_RULES,
-            Provider::ControlPlane => CONTROLPLANE_RULES,
+            Provider::Bootstrap => kubeadm_bootstrap::controller::rbac::RULES,
+            Provider::ControlPlane => kubeadm_controlplane::controller::rbac::RULES,
         }
     }
 }
@@ -241,7 +112,7 @@ fn role_ref(kind: &str, name: String) -> RoleRef {
 }
 
 fn policies(rules: &[Rule]) -> Vec<PolicyRule> {
-    rules.iter().map(Rule::policy).collect()
+    rules.iter().map(policy).collect()
 }
 
 /// ClusterRoles of `provider`, in the order they are written.
@@ -307,7 +178,7 @@ pub(super) fn cluster_role_bindings(
 pub(super) fn leader_election_role(naming: &Naming) -> Role {
     Role {
         metadata: naming.namespaced(LEADER_ELECTION_ROLE),
-        rules: Some(policies(LEADER_ELECTION_RULES)),
+        rules: Some(policies(kubeadm_runtime::leader::RBAC_RULES)),
     }
 }
 

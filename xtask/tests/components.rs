@@ -12,9 +12,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kubeadm_api::components::{self, PROVIDER_LABEL, Provider};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use xtask::components::{self, PROVIDER_LABEL, Provider};
 
 /// A components file split by kind, each object typed.
 #[derive(Default)]
@@ -178,7 +178,7 @@ fn as_shipped(mut crd: CustomResourceDefinition, provider: Provider) -> CustomRe
 
 #[test]
 fn every_crd_of_the_provider_is_shipped_as_in_config_crd_bases() {
-    let bases = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases");
+    let bases = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/crd/bases");
     for provider in Provider::ALL {
         let shipped = components(provider).crds;
         let expected: Vec<CustomResourceDefinition> = provider
@@ -675,7 +675,7 @@ fn the_local_repository_is_laid_out_as_clusterctl_reads_it() {
 /// runs, the user their security context sets, and the Makefile tags it with the manifests' default.
 #[test]
 fn the_image_holds_what_the_deployments_run() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
     let makefile = std::fs::read_to_string(root.join("Makefile")).unwrap();
     for provider in Provider::ALL {

@@ -1,0 +1,42 @@
+//! The bootstrap manager's cluster-wide RBAC rules, one per group of calls it makes on the management
+//! cluster; `xtask crdgen` writes them into its ClusterRole. No rule holds a `*`: a verb or a resource
+//! missing here shows up as `forbidden` in the RBAC test against a real kube-apiserver. Calls into a
+//! workload cluster (join tokens) go through its admin kubeconfig and need no rule.
+
+use kubeadm_api::rbac::Rule;
+use kubeadm_api::{bootstrap, cluster};
+
+pub const RULES: &[Rule] = &[
+    // The controller watches KubeadmConfigs (never reads one by name) and patches the join token into a spec.
+    Rule {
+        groups: &[bootstrap::GROUP],
+        resources: &["kubeadmconfigs"],
+        verbs: &["list", "patch", "watch"],
+    },
+    // The controller's status patch.
+    Rule {
+        groups: &[bootstrap::GROUP],
+        resources: &["kubeadmconfigs/status"],
+        verbs: &["patch"],
+    },
+    // Owner Machine or MachinePool and its Cluster: watched and read by the controller and the init lock.
+    Rule {
+        groups: &[cluster::GROUP],
+        resources: &["clusters", "machinepools", "machines"],
+        verbs: &["get", "list", "watch"],
+    },
+    // Cluster certificates created when no control plane does, `contentFrom` files, the admin kubeconfig, the data Secret.
+    Rule {
+        groups: &[""],
+        resources: &["secrets"],
+        verbs: &["create", "get", "patch"],
+    },
+    // The init lock: one ConfigMap per cluster, created, read and deleted.
+    Rule {
+        groups: &[""],
+        resources: &["configmaps"],
+        verbs: &["create", "delete", "get"],
+    },
+    // Events the controller records.
+    kubeadm_runtime::events::RBAC_RULE,
+];
