@@ -28,15 +28,14 @@ pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 /// Held by the infrastructure provider until the node of a deleted SimMachine is stopped.
 pub const SIM_MACHINE_FINALIZER: &str = "simmachine.infrastructure.cluster.x-k8s.io";
 /// Cluster API's pause annotation (on a Cluster or a Machine), honoured by infrastructure providers.
-pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+pub use kubeadm_api::meta::PAUSED_ANNOTATION;
 /// What `clusterctl move` puts on each object it deletes from the source plane after copying it: the
 /// infrastructure behind it stays.
 pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 pub const MACHINE_SET_FINALIZER: &str = "machineset.cluster.x-k8s.io";
 pub const MACHINE_DEPLOYMENT_FINALIZER: &str = "machinedeployment.cluster.x-k8s.io";
 pub const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
-pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+pub use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
 pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 pub const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";

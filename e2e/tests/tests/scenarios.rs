@@ -53,7 +53,7 @@ fn imitation_asked() -> bool {
 /// and each running process has the command line of its manifest (paths under the node's root folder).
 async fn assert_static_pods_come_from_kubeadm(env: &Env, cluster: &str) {
     use k8s_openapi::api::core::v1::{Pod, Secret};
-    use kubeadm_controlplane::endpoints::MACHINE_ANNOTATION;
+    use kubeadm_api::meta::MACHINE_ANNOTATION;
     assert!(
         env.sim.real_kubeadm(),
         "the nodes imitate kubeadm: this machine cannot create network namespaces or the current \

@@ -65,6 +65,65 @@ pub const MACHINE_GENERATION_LABEL: &str = "controlplane.cluster.x-k8s.io/machin
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// Label whose value `--watch-filter` selects on.
 pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+
+// Labels and annotations the control plane reads or writes.
+
+/// On the KubeadmControlPlane while the machine it names is being replaced.
+pub const REMEDIATION_IN_PROGRESS_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/remediation-in-progress";
+/// On a replacement Machine: the remediation it completes, so a replacement that fails again counts as a retry.
+pub const REMEDIATION_FOR_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/remediation-for";
+/// On a KubeadmControlPlane: leave the kube-proxy DaemonSet alone.
+pub const SKIP_KUBE_PROXY_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/skip-kube-proxy";
+/// On a KubeadmControlPlane: leave CoreDNS alone.
+pub const SKIP_COREDNS_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/skip-coredns";
+/// Annotation (set by our kubeadm patches) naming the Machine a static pod runs on.
+pub const MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
+/// kubeadm's annotation on kube-apiserver pods: `host:port` the API server advertises.
+pub const API_SERVER_ENDPOINT_ANNOTATION: &str =
+    "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint";
+/// kubeadm's annotation on etcd pods: the member's client URLs, comma separated.
+pub const ETCD_CLIENT_URLS_ANNOTATION: &str = "kubeadm.kubernetes.io/etcd.advertise-client-urls";
+/// Opt-in (value `"true"`) to run stacked etcd with `--unsafe-no-fsync`: faster on slow cloud disks, at the
+/// price of losing the latest writes of a member whose host crashes (the other members still have them).
+/// Sovereign Cloud Stack's `ETCD_UNSAFE_FS` setting maps to it.
+pub const ETCD_UNSAFE_NO_FSYNC_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-unsafe-no-fsync";
+/// Annotation a user (or MachineHealthCheck remediation) sets to pick the Machine deleted next.
+pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+/// Annotation on a cloned infrastructure machine naming the template it was cloned from.
+pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name";
+/// Annotation on a cloned infrastructure machine naming the template's `Kind.group`.
+pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+/// Label on control-plane Machines naming their KubeadmControlPlane.
+pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
+/// Pre-terminate hook the control plane puts on its Machines when etcd is stacked: core Cluster API keeps
+/// the machine until the hook is gone, and the control plane removes it only after the machine's etcd
+/// member left the cluster.
+pub const CLEANUP_HOOK_ANNOTATION: &str =
+    "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
+/// Annotation on a KubeadmConfig with the expiry of the node's certificates (RFC 3339).
+pub const CERTIFICATES_EXPIRY_ANNOTATION: &str = "machine.cluster.x-k8s.io/certificates-expiry";
+/// Annotation the caller sets on the Machine of a removed stuck learner, so that it is replaced.
+pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
+/// Annotation on the KubeadmControlPlane: daily defragmentation time `HH:MM` (UTC), or `disabled`.
+pub const ETCD_DEFRAG_SCHEDULE_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-defrag-schedule";
+/// Annotation the controller keeps on the KubeadmControlPlane: when the last defragmentation finished.
+pub const ETCD_LAST_DEFRAG_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-defrag";
+/// Annotation on the KubeadmControlPlane: daily snapshot time `HH:MM` (UTC), or `disabled`; snapshots are
+/// taken only when the manager has a snapshot directory (`--etcd-snapshot-dir`).
+pub const ETCD_SNAPSHOT_SCHEDULE_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-snapshot-schedule";
+/// Annotation the controller keeps on the KubeadmControlPlane: when the last snapshot was written, and where.
+pub const ETCD_LAST_SNAPSHOT_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-snapshot";
+/// Annotation on the KubeadmControlPlane: where scheduled snapshots go, `secret` (a Secret per snapshot
+/// in the control plane's namespace) or `dir` (the manager's `--etcd-snapshot-dir`). Unset means `dir`
+/// when the manager has a snapshot directory, and no snapshots otherwise.
+pub const ETCD_SNAPSHOT_TARGET_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-snapshot-target";
+/// Label on every snapshot Secret (value: the cluster name), so that they can be listed and pruned.
+pub const ETCD_SNAPSHOT_LABEL: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
 /// Type of Secrets written by Cluster API providers.
 pub const CLUSTER_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
 

@@ -118,6 +118,48 @@ impl fmt::Display for Semver {
     }
 }
 
+/// A `major.minor.patch` release, as rendering and rollout decisions compare versions: `Copy`, parsed by
+/// [`Semver::parse_tolerant`] (so `v1.31.0-rc.1` counts as `v1.31.0`, and an etcd image tag like
+/// `3.5.21-0` reads as 3.5.21), but all three numbers are required: `1.33` names no release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KubeVersion {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+}
+
+impl KubeVersion {
+    pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
+        Self {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// Parses `v1.33.1`, `1.33.1`, `v1.33.1+build.5`, `v1.34.0-rc.1` or `3.5.21-0`; `None` for anything
+    /// else.
+    pub fn parse(s: &str) -> Option<Self> {
+        let release = s.trim().split(['-', '+']).next()?;
+        if release.matches('.').count() != 2 {
+            return None;
+        }
+        Semver::parse_tolerant(s).ok().map(|v| Self::from(&v))
+    }
+}
+
+impl From<&Semver> for KubeVersion {
+    fn from(v: &Semver) -> Self {
+        Self::new(v.major, v.minor, v.patch)
+    }
+}
+
+impl fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
 fn number(part: &str) -> Result<u64, String> {
     if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("{part:?} is not a number"));
@@ -213,5 +255,51 @@ mod tests {
         assert!(v("1.9.0") < v("1.10.0"));
         assert!(v("3.3.17") < v("3.4.0"));
         assert_eq!(v("1.31.0-rc.1"), v("1.31.0"));
+    }
+
+    mod kube_version {
+        use super::super::KubeVersion;
+
+        #[test]
+        fn parses_kubernetes_and_etcd_versions() {
+            let v1_33_1 = Some(KubeVersion::new(1, 33, 1));
+            assert_eq!(KubeVersion::parse("v1.33.1"), v1_33_1);
+            assert_eq!(KubeVersion::parse("1.33.1"), v1_33_1);
+            assert_eq!(KubeVersion::parse(" v1.33.1 "), v1_33_1);
+            assert_eq!(KubeVersion::parse("v1.33.1+build.5"), v1_33_1);
+            assert_eq!(
+                KubeVersion::parse("v1.34.0-rc.1"),
+                Some(KubeVersion::new(1, 34, 0))
+            );
+            assert_eq!(
+                KubeVersion::parse("v1.34.0-alpha.2+abc"),
+                Some(KubeVersion::new(1, 34, 0))
+            );
+            assert_eq!(
+                KubeVersion::parse("3.5.21-0"),
+                Some(KubeVersion::new(3, 5, 21))
+            );
+        }
+
+        #[test]
+        fn rejects_anything_else() {
+            for bad in [
+                "", "v", "1.33", "v1", "1.33.1.2", "v1.x.1", "v1..1", "1.33.-1", "latest",
+                "vv1.33.1", "1.33.1a", "+1.33.1",
+            ] {
+                assert_eq!(KubeVersion::parse(bad), None, "{bad:?}");
+            }
+        }
+
+        #[test]
+        fn orders_numerically() {
+            let v = |s| KubeVersion::parse(s).unwrap();
+            assert!(v("v1.9.0") < v("v1.10.0"));
+            assert!(v("v1.30.14") < v("v1.31.0"));
+            assert!(v("v1.31.0") < v("v1.31.1"));
+            assert!(v("v2.0.0") > v("v1.99.99"));
+            assert_eq!(v("v1.31.0-rc.1"), v("v1.31.0"));
+            assert_eq!(v("1.31.0").to_string(), "v1.31.0");
+        }
     }
 }

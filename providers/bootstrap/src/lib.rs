@@ -4,10 +4,8 @@
 /// Field manager of every write the bootstrap provider makes.
 pub const FIELD_MANAGER: &str = "kubeadm-bootstrap";
 
-pub mod certificates;
 pub mod controller;
 pub mod init_lock;
 pub mod render;
 pub mod tokens;
 pub mod webhooks;
-pub mod workload;

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubeadm_bootstrap::tokens::{self, Refresh};
-use kubeadm_bootstrap::workload::{self, WorkloadError};
+use kubeadm_cluster::workload::{self, WorkloadError};
 use testenv::ManagementPlane;
 
 const NS: &str = "default";

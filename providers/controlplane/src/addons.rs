@@ -6,12 +6,9 @@
 //! upgrade from a CoreDNS older than 1.8.0 (whose Corefiles may hold plugins later releases removed) is
 //! refused with a message, and every upgrade keeps the previous Corefile as `Corefile-backup`.
 
+use kubeadm_api::meta::SKIP_COREDNS_ANNOTATION;
 use std::fmt;
 
-/// On a KubeadmControlPlane: leave the kube-proxy DaemonSet alone.
-pub const SKIP_KUBE_PROXY_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/skip-kube-proxy";
-/// On a KubeadmControlPlane: leave CoreDNS alone.
-pub const SKIP_COREDNS_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/skip-coredns";
 /// Name of the kube-proxy DaemonSet and its container, and of the CoreDNS Deployment, ConfigMap and
 /// container in `kube-system`.
 pub const KUBE_PROXY: &str = "kube-proxy";
@@ -203,22 +200,15 @@ pub fn coredns_upgrade(
     }))
 }
 
-/// `v1.11.3`, `1.11.3` or `1.11.3-eks.1` as (major, minor, patch).
+/// `v1.11.3`, `1.11.3` or `1.11.3-eks.1` as (major, minor, patch) (see
+/// [`kubeadm_api::version::Semver::parse_image_tag`]).
 fn tag_version(tag: &str, field: &'static str) -> Result<(u64, u64, u64), AddonError> {
-    let bad = || AddonError::Version {
-        field,
-        value: tag.to_owned(),
-    };
-    let core = tag.strip_prefix('v').unwrap_or(tag);
-    let core = core.split(['-', '+']).next().unwrap_or_default();
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().map_err(|_| bad()));
-    let major = parts.next().ok_or_else(bad)??;
-    let minor = parts.next().unwrap_or(Ok(0))?;
-    let patch = parts.next().unwrap_or(Ok(0))?;
-    if parts.next().is_some() {
-        return Err(bad());
-    }
-    Ok((major, minor, patch))
+    let version =
+        kubeadm_api::version::Semver::parse_image_tag(tag).map_err(|_| AddonError::Version {
+            field,
+            value: tag.to_owned(),
+        })?;
+    Ok((version.major, version.minor, version.patch))
 }
 
 #[cfg(test)]

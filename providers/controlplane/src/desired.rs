@@ -1,6 +1,7 @@
 //! The desired state of a control plane, computed from its KubeadmControlPlane: what a new Machine, its
 //! KubeadmConfig and its infrastructure machine must look like, and the rollout settings.
 
+use kubeadm_api::meta::{CONTROL_PLANE_NAME_LABEL, ETCD_UNSAFE_NO_FSYNC_ANNOTATION};
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -9,11 +10,11 @@ use kube::ResourceExt;
 use kubeadm_api::bootstrap::v1beta2::{InitConfiguration, JoinConfiguration, KubeadmConfigSpec};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL};
-use kubeadm_bootstrap::render::version::KubeVersion;
+use kubeadm_api::version::KubeVersion;
 use serde::Serialize;
 
 use crate::generation::machine_generation;
-use crate::machines::{CONTROL_PLANE_NAME_LABEL, ClonedFrom};
+use crate::machines::ClonedFrom;
 
 /// kubeadm's gate that makes the kubelet of a control-plane node talk to its local API server; on by default
 /// for the versions that have it, as the Go provider does.
@@ -131,12 +132,6 @@ impl DesiredState {
         })
     }
 }
-
-/// Opt-in (value `"true"`) to run stacked etcd with `--unsafe-no-fsync`: faster on slow cloud disks, at the
-/// price of losing the latest writes of a member whose host crashes (the other members still have them).
-/// Sovereign Cloud Stack's `ETCD_UNSAFE_FS` setting maps to it.
-pub const ETCD_UNSAFE_NO_FSYNC_ANNOTATION: &str =
-    "controlplane.cluster.x-k8s.io/etcd-unsafe-no-fsync";
 
 /// etcd timing for slow clouds, as Sovereign Cloud Stack runs it: a 250 ms heartbeat and a 2.5 s election
 /// timeout instead of etcd's 100 ms / 1 s, which flap leaders on busy or remote disks.

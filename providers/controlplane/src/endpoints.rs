@@ -4,6 +4,10 @@
 //! whether each control-plane component runs. Nothing is read from the `ClusterStatus` that kubeadm used
 //! to keep in the `kubeadm-config` ConfigMap; [`without_cluster_status`] removes a leftover one.
 
+use kubeadm_api::controlplane::conditions::machine;
+use kubeadm_api::meta::{
+    API_SERVER_ENDPOINT_ANNOTATION, ETCD_CLIENT_URLS_ANNOTATION, MACHINE_ANNOTATION,
+};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -11,13 +15,6 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::machines::Health;
 
-/// Annotation (set by our kubeadm patches) naming the Machine a static pod runs on.
-pub const MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
-/// kubeadm's annotation on kube-apiserver pods: `host:port` the API server advertises.
-pub const API_SERVER_ENDPOINT_ANNOTATION: &str =
-    "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint";
-/// kubeadm's annotation on etcd pods: the member's client URLs, comma separated.
-pub const ETCD_CLIENT_URLS_ANNOTATION: &str = "kubeadm.kubernetes.io/etcd.advertise-client-urls";
 /// The key of the `kubeadm-config` ConfigMap that older kubeadm versions kept endpoints in.
 pub const CLUSTER_STATUS_KEY: &str = "ClusterStatus";
 
@@ -51,10 +48,10 @@ impl Component {
     /// The Machine condition Cluster API reports this component's pod health in.
     pub fn condition(self) -> &'static str {
         match self {
-            Component::ApiServer => "APIServerPodHealthy",
-            Component::ControllerManager => "ControllerManagerPodHealthy",
-            Component::Scheduler => "SchedulerPodHealthy",
-            Component::Etcd => "EtcdPodHealthy",
+            Component::ApiServer => machine::API_SERVER_POD_HEALTHY,
+            Component::ControllerManager => machine::CONTROLLER_MANAGER_POD_HEALTHY,
+            Component::Scheduler => machine::SCHEDULER_POD_HEALTHY,
+            Component::Etcd => machine::ETCD_POD_HEALTHY,
         }
     }
 

@@ -4,6 +4,7 @@
 //! its reads and writes for a moment; doing the leader last, after it stopped leading, keeps the cluster
 //! answering throughout. Only a healthy cluster of several voters is defragmented.
 
+use kubeadm_api::meta::{ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -11,25 +12,9 @@ use k8s_openapi::jiff::{Timestamp, ToSpan, civil::Time, tz::TimeZone};
 
 use crate::etcd_membership::{Member, MemberState, judge_member};
 
-/// Annotation on the KubeadmControlPlane: daily defragmentation time `HH:MM` (UTC), or `disabled`.
-pub const SCHEDULE_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-defrag-schedule";
-/// Annotation the controller keeps on the KubeadmControlPlane: when the last defragmentation finished.
-pub const LAST_DEFRAG_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-defrag";
-/// Annotation on the KubeadmControlPlane: daily snapshot time `HH:MM` (UTC), or `disabled`; snapshots are
-/// taken only when the manager has a snapshot directory (`--etcd-snapshot-dir`).
-pub const SNAPSHOT_SCHEDULE_ANNOTATION: &str =
-    "controlplane.cluster.x-k8s.io/etcd-snapshot-schedule";
-/// Annotation the controller keeps on the KubeadmControlPlane: when the last snapshot was written, and where.
-pub const LAST_SNAPSHOT_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-snapshot";
 /// The default daily snapshot time, after the defragmentation.
 pub const DEFAULT_SNAPSHOT_SCHEDULE: DailyAt = DailyAt { hour: 3, minute: 0 };
 
-/// Annotation on the KubeadmControlPlane: where scheduled snapshots go, `secret` (a Secret per snapshot
-/// in the control plane's namespace) or `dir` (the manager's `--etcd-snapshot-dir`). Unset means `dir`
-/// when the manager has a snapshot directory, and no snapshots otherwise.
-pub const SNAPSHOT_TARGET_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot-target";
-/// Label on every snapshot Secret (value: the cluster name), so that they can be listed and pruned.
-pub const SNAPSHOT_SECRET_LABEL: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
 /// Key of the gzip-compressed snapshot in a snapshot Secret.
 pub const SNAPSHOT_SECRET_KEY: &str = "snapshot.db.gz";
 /// Type of snapshot Secrets.
@@ -56,11 +41,11 @@ impl SnapshotTarget {
             Some("secret") => Ok(Some(SnapshotTarget::Secret)),
             Some("dir") if has_dir => Ok(Some(SnapshotTarget::Dir)),
             Some("dir") => Err(format!(
-                "{SNAPSHOT_TARGET_ANNOTATION}: \"dir\" needs the manager's --etcd-snapshot-dir; \
+                "{ETCD_SNAPSHOT_TARGET_ANNOTATION}: \"dir\" needs the manager's --etcd-snapshot-dir; \
                  use \"secret\" or start the manager with a snapshot directory"
             )),
             Some(other) => Err(format!(
-                "{SNAPSHOT_TARGET_ANNOTATION}: {other:?} is not a snapshot target; use \"secret\" or \"dir\""
+                "{ETCD_SNAPSHOT_TARGET_ANNOTATION}: {other:?} is not a snapshot target; use \"secret\" or \"dir\""
             )),
         }
     }
@@ -125,7 +110,7 @@ impl DailyAt {
                 .then_some(Self { hour, minute })
         });
         parsed.map(Some).ok_or_else(|| {
-            format!("{SCHEDULE_ANNOTATION}: {text:?} is not a time of day like 02:30 (UTC) or \"disabled\"")
+            format!("{ETCD_DEFRAG_SCHEDULE_ANNOTATION}: {text:?} is not a time of day like 02:30 (UTC) or \"disabled\"")
         })
     }
 
@@ -390,12 +375,12 @@ mod tests {
         );
         let err = SnapshotTarget::resolve(Some("dir"), false).unwrap_err();
         assert!(
-            err.starts_with(SNAPSHOT_TARGET_ANNOTATION) && err.contains("--etcd-snapshot-dir"),
+            err.starts_with(ETCD_SNAPSHOT_TARGET_ANNOTATION) && err.contains("--etcd-snapshot-dir"),
             "{err}"
         );
         let err = SnapshotTarget::resolve(Some("s3"), true).unwrap_err();
         assert!(
-            err.starts_with(SNAPSHOT_TARGET_ANNOTATION) && err.contains("\"s3\""),
+            err.starts_with(ETCD_SNAPSHOT_TARGET_ANNOTATION) && err.contains("\"s3\""),
             "{err}"
         );
     }
@@ -458,7 +443,7 @@ mod tests {
         assert_eq!(DailyAt::parse("disabled"), Ok(None));
         for bad in ["2:3", "24:00", "02:60", "noon", ""] {
             let err = DailyAt::parse(bad).unwrap_err();
-            assert!(err.starts_with(SCHEDULE_ANNOTATION), "{err}");
+            assert!(err.starts_with(ETCD_DEFRAG_SCHEDULE_ANNOTATION), "{err}");
         }
     }
 }

@@ -24,8 +24,6 @@ use std::fmt;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-/// Annotation the caller sets on the Machine of a removed stuck learner, so that it is replaced.
-pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
 /// How long a learner may take to catch up before it counts as stuck.
 pub const DEFAULT_LEARNER_TIMEOUT: SignedDuration = SignedDuration::from_mins(10);
 /// How long an added member may take to start before it counts as abandoned.
@@ -114,7 +112,7 @@ pub enum Action {
         member: u64,
     },
     /// Remove this learner, still behind after the learner timeout; mark its Machine with
-    /// [`REMEDIATE_MACHINE_ANNOTATION`] so it is replaced.
+    /// [`REMEDIATE_MACHINE_ANNOTATION`](kubeadm_api::meta::REMEDIATE_MACHINE_ANNOTATION) so it is replaced.
     RemoveStuckLearner {
         member: u64,
         machine: Option<String>,

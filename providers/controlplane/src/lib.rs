@@ -18,7 +18,6 @@ pub mod etcd;
 pub mod etcd_maintenance;
 pub mod etcd_membership;
 pub mod generation;
-pub mod kubeconfig;
 pub mod machine_conditions;
 pub mod machines;
 pub mod plan;

@@ -9,12 +9,9 @@ use kubeadm_api::cluster::v1beta2::{MachineReadinessGate, MachineTaint, TaintEff
 use crate::endpoints::Component;
 use crate::up_to_date::Outdated;
 
-/// Machine condition: the Node carries kubeadm's control-plane label (and taint, where expected).
-pub const NODE_KUBEADM_LABELS_AND_TAINTS_SET: &str = "NodeKubeadmLabelsAndTaintsSet";
-/// Machine condition: the machine matches the control plane's desired state.
-pub const UP_TO_DATE: &str = "UpToDate";
-/// Machine condition, set by the etcd member check: the machine's etcd member is healthy.
-pub const ETCD_MEMBER_HEALTHY: &str = "EtcdMemberHealthy";
+pub use kubeadm_api::controlplane::conditions::machine::{
+    ETCD_MEMBER_HEALTHY, NODE_KUBEADM_LABELS_AND_TAINTS_SET, UP_TO_DATE,
+};
 /// The label and the `NoSchedule` taint kubeadm puts on control-plane Nodes.
 pub const CONTROL_PLANE_NODE_ROLE: &str = "node-role.kubernetes.io/control-plane";
 

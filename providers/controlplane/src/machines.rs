@@ -3,22 +3,6 @@
 use k8s_openapi::jiff::Timestamp;
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfigSpec;
 
-/// Annotation a user (or MachineHealthCheck remediation) sets to pick the Machine deleted next.
-pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
-/// Annotation on a cloned infrastructure machine naming the template it was cloned from.
-pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name";
-/// Annotation on a cloned infrastructure machine naming the template's `Kind.group`.
-pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";
-/// Label on control-plane Machines naming their KubeadmControlPlane.
-pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
-/// Pre-terminate hook the control plane puts on its Machines when etcd is stacked: core Cluster API keeps
-/// the machine until the hook is gone, and the control plane removes it only after the machine's etcd
-/// member left the cluster.
-pub const CLEANUP_HOOK_ANNOTATION: &str =
-    "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
-/// Annotation on a KubeadmConfig with the expiry of the node's certificates (RFC 3339).
-pub const CERTIFICATES_EXPIRY_ANNOTATION: &str = "machine.cluster.x-k8s.io/certificates-expiry";
-
 /// The infrastructure template a machine was cloned from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClonedFrom {
@@ -67,7 +51,7 @@ pub struct ControlPlaneMachine {
     pub failure_domain: Option<String>,
     /// The Machine has a deletion timestamp.
     pub deleting: bool,
-    /// The Machine carries [`DELETE_MACHINE_ANNOTATION`].
+    /// The Machine carries [`DELETE_MACHINE_ANNOTATION`](kubeadm_api::meta::DELETE_MACHINE_ANNOTATION).
     pub marked_for_deletion: bool,
     /// Name of the Node the Machine became (`status.nodeRef`).
     pub node: Option<String>,
@@ -86,7 +70,7 @@ pub struct ControlPlaneMachine {
     pub health: MachineHealth,
     /// Addresses from `status.addresses`.
     pub addresses: Vec<String>,
-    /// The Machine carries [`CLEANUP_HOOK_ANNOTATION`].
+    /// The Machine carries [`CLEANUP_HOOK_ANNOTATION`](kubeadm_api::meta::CLEANUP_HOOK_ANNOTATION).
     pub has_cleanup_hook: bool,
     /// A MachineHealthCheck found the machine unhealthy (`HealthCheckSucceeded` False).
     pub health_check_failed: bool,

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use kubeadm_api::controlplane::conditions::reasons;
+
 use crate::etcd_membership::Reason;
 use crate::machines::ControlPlaneMachine;
 
@@ -27,12 +29,12 @@ impl Blocker {
     /// The condition reason a blocker is reported with.
     pub fn reason(&self) -> &'static str {
         match self {
-            Blocker::MachineDeleting(_) => "WaitingForMachineDeletion",
-            Blocker::MachineWithoutNode(_) => "WaitingForMachineProvisioning",
-            Blocker::ComponentsUnhealthy { .. } => "ControlPlaneComponentsNotHealthy",
+            Blocker::MachineDeleting(_) => reasons::WAITING_FOR_MACHINE_DELETION,
+            Blocker::MachineWithoutNode(_) => reasons::WAITING_FOR_MACHINE_PROVISIONING,
+            Blocker::ComponentsUnhealthy { .. } => reasons::CONTROL_PLANE_COMPONENTS_NOT_HEALTHY,
             Blocker::EtcdUnhealthy { .. }
             | Blocker::EtcdMembership(_)
-            | Blocker::EtcdUnobservable(_) => "EtcdClusterNotHealthy",
+            | Blocker::EtcdUnobservable(_) => reasons::ETCD_CLUSTER_NOT_HEALTHY,
         }
     }
 }
@@ -142,7 +144,7 @@ mod tests {
         deleting.deleting = true;
         let blockers = check(Operation::ScaleUp, &[ready("a"), deleting]);
         assert_eq!(blockers, [Blocker::MachineDeleting("b".into())]);
-        assert_eq!(blockers[0].reason(), "WaitingForMachineDeletion");
+        assert_eq!(blockers[0].reason(), reasons::WAITING_FOR_MACHINE_DELETION);
     }
 
     #[test]

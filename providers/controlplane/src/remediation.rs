@@ -16,24 +16,22 @@ use serde::{Deserialize, Serialize};
 use crate::etcd_membership;
 use crate::machines::{ControlPlaneMachine, Health};
 
-/// On the KubeadmControlPlane while the machine it names is being replaced.
-pub const IN_PROGRESS_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/remediation-in-progress";
-/// On a replacement Machine: the remediation it completes, so a replacement that fails again counts as a retry.
-pub const FOR_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/remediation-for";
-/// Machine condition a MachineHealthCheck sets False when it found the machine unhealthy.
-pub const HEALTH_CHECK_SUCCEEDED_CONDITION: &str = "HealthCheckSucceeded";
-/// Machine condition a MachineHealthCheck sets False to hand remediation to the machine's owner.
-pub const OWNER_REMEDIATED_CONDITION: &str = "OwnerRemediated";
-/// `OwnerRemediated` reasons, as Cluster API's control-plane provider reports them.
-pub const DEFERRED_REASON: &str = "RemediationDeferred";
-pub const CANNOT_REMEDIATE_REASON: &str = "CannotBeRemediated";
-pub const MACHINE_DELETING_REASON: &str = "MachineDeleting";
+/// The Machine conditions and `OwnerRemediated` reasons, as Cluster API's control-plane provider reports
+/// them.
+pub use kubeadm_api::controlplane::conditions::machine::{
+    HEALTH_CHECK_SUCCEEDED as HEALTH_CHECK_SUCCEEDED_CONDITION,
+    OWNER_REMEDIATED as OWNER_REMEDIATED_CONDITION,
+};
+pub use kubeadm_api::controlplane::conditions::reasons::{
+    CANNOT_BE_REMEDIATED as CANNOT_REMEDIATE_REASON, MACHINE_DELETING as MACHINE_DELETING_REASON,
+    REMEDIATION_DEFERRED as DEFERRED_REASON,
+};
 
 /// A failure within this period after a remediation makes the next remediation a retry.
 pub const DEFAULT_MIN_HEALTHY_PERIOD: SignedDuration = SignedDuration::from_hours(1);
 
 /// One remediation: which machine was replaced, when, and how many retries led to it. Stored as JSON in
-/// [`IN_PROGRESS_ANNOTATION`] and [`FOR_ANNOTATION`], in the shape Cluster API uses.
+/// [`REMEDIATION_IN_PROGRESS_ANNOTATION`](kubeadm_api::meta::REMEDIATION_IN_PROGRESS_ANNOTATION) and [`REMEDIATION_FOR_ANNOTATION`](kubeadm_api::meta::REMEDIATION_FOR_ANNOTATION), in the shape Cluster API uses.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RemediationData {
@@ -93,7 +91,7 @@ pub struct Observed<'a> {
     /// The control plane was initialized (`kubeadm init` succeeded once).
     pub initialized: bool,
     pub external_etcd: bool,
-    /// The remediation in progress, from [`IN_PROGRESS_ANNOTATION`], unless it is stale (see [`is_stale`]).
+    /// The remediation in progress, from [`REMEDIATION_IN_PROGRESS_ANNOTATION`](kubeadm_api::meta::REMEDIATION_IN_PROGRESS_ANNOTATION), unless it is stale (see [`is_stale`]).
     pub in_progress: Option<&'a RemediationData>,
     pub settings: Settings,
     pub now: Timestamp,

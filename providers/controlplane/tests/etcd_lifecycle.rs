@@ -7,6 +7,11 @@
 
 mod common;
 
+use kubeadm_api::meta::{
+    CLEANUP_HOOK_ANNOTATION, ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_LAST_DEFRAG_ANNOTATION,
+    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_SNAPSHOT_LABEL, ETCD_SNAPSHOT_SCHEDULE_ANNOTATION,
+    ETCD_SNAPSHOT_TARGET_ANNOTATION,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,7 +21,6 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_controlplane::controller::Settings;
-use kubeadm_controlplane::machines::CLEANUP_HOOK_ANNOTATION;
 use serde_json::json;
 use testenv::EtcdRelease;
 use testenv::core_double::connect_running;
@@ -338,11 +342,10 @@ async fn db_sizes(env: &Env) -> std::collections::BTreeMap<String, i64> {
 async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue(
     release: EtcdRelease,
 ) {
-    use kubeadm_controlplane::etcd_maintenance::{LAST_DEFRAG_ANNOTATION, SCHEDULE_ANNOTATION};
     let env = setup_with(3, "prod-control-plane-genc01", false, Some(release)).await;
     let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
         Api::namespaced(env.client.clone(), NS);
-    let annotate = |schedule: &str, last: &str| json!({ "metadata": { "annotations": { SCHEDULE_ANNOTATION: schedule, LAST_DEFRAG_ANNOTATION: last } } });
+    let annotate = |schedule: &str, last: &str| json!({ "metadata": { "annotations": { ETCD_DEFRAG_SCHEDULE_ANNOTATION: schedule, ETCD_LAST_DEFRAG_ANNOTATION: last } } });
     kcps.patch(
         KCP,
         &Default::default(),
@@ -390,7 +393,7 @@ async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue(
         let kcp = kcps.get(KCP).await.unwrap();
         let last = kcp
             .annotations()
-            .get(LAST_DEFRAG_ANNOTATION)
+            .get(ETCD_LAST_DEFRAG_ANNOTATION)
             .cloned()
             .unwrap_or_default();
         if !last.starts_with("2020") {
@@ -479,9 +482,6 @@ async fn three_to_five_to_three_keeps_one_voter_per_machine(release: EtcdRelease
 async fn scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools(
     release: EtcdRelease,
 ) {
-    use kubeadm_controlplane::etcd_maintenance::{
-        LAST_SNAPSHOT_ANNOTATION, SCHEDULE_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION,
-    };
     let env = setup_with(3, "prod-control-plane-genc01", false, Some(release)).await;
     let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
         Api::namespaced(env.client.clone(), NS);
@@ -496,9 +496,9 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools(
         KCP,
         &Default::default(),
         &kube::api::Patch::Merge(&json!({ "metadata": { "annotations": {
-            SCHEDULE_ANNOTATION: "disabled",
-            SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
-            LAST_SNAPSHOT_ANNOTATION: "2020-01-02T03:00:00Z",
+            ETCD_DEFRAG_SCHEDULE_ANNOTATION: "disabled",
+            ETCD_SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
+            ETCD_LAST_SNAPSHOT_ANNOTATION: "2020-01-02T03:00:00Z",
         } } })),
     )
     .await
@@ -519,7 +519,7 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools(
         let kcp = kcps.get(KCP).await.unwrap();
         let record = kcp
             .annotations()
-            .get(LAST_SNAPSHOT_ANNOTATION)
+            .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
             .cloned()
             .unwrap_or_default();
         if !record.starts_with("2020") {
@@ -582,10 +582,7 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
     release: EtcdRelease,
 ) {
     use k8s_openapi::api::core::v1::Secret;
-    use kubeadm_controlplane::etcd_maintenance::{
-        LAST_SNAPSHOT_ANNOTATION, SCHEDULE_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION,
-        SNAPSHOT_SECRET_KEY, SNAPSHOT_SECRET_LABEL, SNAPSHOT_TARGET_ANNOTATION,
-    };
+    use kubeadm_controlplane::etcd_maintenance::SNAPSHOT_SECRET_KEY;
     use std::io::Read;
     let env = setup_with(1, "prod-control-plane-genc01", false, Some(release)).await;
     let kcps: Api<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane> =
@@ -597,7 +594,7 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
         "prod-etcd-snapshot-20200102t030000z",
     ] {
         let old: Secret = serde_json::from_value(json!({
-            "metadata": { "name": name, "labels": { SNAPSHOT_SECRET_LABEL: CLUSTER } },
+            "metadata": { "name": name, "labels": { ETCD_SNAPSHOT_LABEL: CLUSTER } },
             "data": { SNAPSHOT_SECRET_KEY: "" },
         }))
         .unwrap();
@@ -605,10 +602,10 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
     }
     let due = |last: &str| {
         json!({ "metadata": { "annotations": {
-            SCHEDULE_ANNOTATION: "disabled",
-            SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
-            SNAPSHOT_TARGET_ANNOTATION: "secret",
-            LAST_SNAPSHOT_ANNOTATION: last,
+            ETCD_DEFRAG_SCHEDULE_ANNOTATION: "disabled",
+            ETCD_SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
+            ETCD_SNAPSHOT_TARGET_ANNOTATION: "secret",
+            ETCD_LAST_SNAPSHOT_ANNOTATION: last,
         } } })
     };
     kcps.patch(
@@ -686,7 +683,7 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
     );
     let snapshot_names = || async {
         let mut names: Vec<String> = secrets
-            .list(&ListParams::default().labels(&format!("{SNAPSHOT_SECRET_LABEL}={CLUSTER}")))
+            .list(&ListParams::default().labels(&format!("{ETCD_SNAPSHOT_LABEL}={CLUSTER}")))
             .await
             .unwrap()
             .items
@@ -739,7 +736,7 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
         refused.message
     );
     let kcp = kcps.get(KCP).await.unwrap();
-    assert!(kcp.annotations()[LAST_SNAPSHOT_ANNOTATION].ends_with(" refused"));
+    assert!(kcp.annotations()[ETCD_LAST_SNAPSHOT_ANNOTATION].ends_with(" refused"));
     assert_eq!(
         snapshot_names().await,
         [

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubeadm_bootstrap::render::CertPem;
+use kubeadm_cluster::CertPem;
 use kubeadm_controlplane::etcd::{
     EtcdClientConfig, EtcdClients, EtcdError, WorkloadEtcd, issue_client_cert,
 };

@@ -2,6 +2,7 @@
 //! Prometheus `/metrics`, Events, the webhook server's options and its start on every replica, Lease-based
 //! leader election, logging setup and graceful shutdown.
 
+pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod health;

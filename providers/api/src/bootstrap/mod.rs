@@ -3,6 +3,7 @@
 /// The API group of KubeadmConfig and KubeadmConfigTemplate.
 pub const GROUP: &str = "bootstrap.cluster.x-k8s.io";
 
+pub mod conditions;
 pub mod conversion;
 pub mod defaults;
 pub mod ignition;

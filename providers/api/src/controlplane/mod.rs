@@ -3,6 +3,7 @@
 /// The API group of KubeadmControlPlane and KubeadmControlPlaneTemplate.
 pub const GROUP: &str = "controlplane.cluster.x-k8s.io";
 
+pub mod conditions;
 pub mod conversion;
 pub mod defaults;
 pub mod v1beta1;

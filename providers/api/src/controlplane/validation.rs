@@ -13,6 +13,7 @@
 //!   Corefile migration library knows is not carried here.
 //! - Machine naming templates may use `.cluster.name`, `.kubeadmControlPlane.name` and `.random` only.
 
+use crate::meta::SKIP_COREDNS_ANNOTATION;
 use serde_json::{Map, Value};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -33,8 +34,6 @@ use crate::version::Semver;
 /// The rule text for a Kubernetes or etcd release that cannot add etcd members as learners.
 pub const LEARNER_MODE_UNSUPPORTED: &str =
     "etcd learner mode is not supported by this etcd version";
-/// Annotation that stops the control plane from managing CoreDNS (and from checking its upgrades).
-pub const SKIP_COREDNS_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/skip-coredns";
 
 /// Certificate validity kubeadm uses when `certificateValidityPeriodDays` is unset.
 const DEFAULT_CERTIFICATE_VALIDITY_DAYS: i32 = 365;

@@ -5,22 +5,16 @@ use std::sync::LazyLock;
 
 use kubeadm_runtime::metrics::prometheus_client::metrics::counter::Counter;
 use kubeadm_runtime::metrics::prometheus_client::metrics::family::Family;
-use kubeadm_runtime::metrics::prometheus_client::metrics::histogram::{
-    Histogram, exponential_buckets,
-};
 use kubeadm_runtime::metrics::prometheus_client::registry::Registry;
 use kubeadm_runtime::metrics::{self, Method};
 
 use crate::render::Role;
 
-/// A single label, e.g. `kind="status_patch"`.
-pub(super) type Labels = [(&'static str, &'static str); 1];
+use kubeadm_runtime::controller::{Labels, ReconcileMetrics};
 
 /// What the controller counts, registered once per process in the registry `/metrics` serves.
 pub(super) struct Metrics {
-    pub(super) reconciles: Counter,
-    pub(super) reconcile_errors: Family<Labels, Counter>,
-    pub(super) reconcile_duration: Histogram,
+    pub(super) reconcile: ReconcileMetrics,
     pub(super) data_secrets_written: Family<Labels, Counter>,
     pub(super) api_writes: Family<Labels, Counter>,
 }
@@ -28,10 +22,7 @@ pub(super) struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let metrics = Self {
-            reconciles: Counter::default(),
-            reconcile_errors: Family::default(),
-            // 5 ms .. 10 s: a reconcile is a handful of API calls, plus key generation once per cluster.
-            reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            reconcile: ReconcileMetrics::default(),
             data_secrets_written: Family::default(),
             api_writes: Family::default(),
         };
@@ -51,21 +42,7 @@ impl Default for Metrics {
 impl Metrics {
     fn register(&self, registry: &mut Registry) {
         let prefixed = registry.sub_registry_with_prefix("kubeadm_bootstrap");
-        prefixed.register(
-            "reconcile",
-            "KubeadmConfig reconciles run",
-            self.reconciles.clone(),
-        );
-        prefixed.register(
-            "reconcile_errors",
-            "KubeadmConfig reconciles that failed and will be retried, by error kind",
-            self.reconcile_errors.clone(),
-        );
-        prefixed.register(
-            "reconcile_duration_seconds",
-            "How long KubeadmConfig reconciles take",
-            self.reconcile_duration.clone(),
-        );
+        self.reconcile.register(prefixed, "KubeadmConfig");
         prefixed.register(
             "data_secrets_written",
             "Bootstrap data secrets written, by the role of the Machine",
@@ -152,12 +129,8 @@ mod tests {
         let metrics = Metrics::default();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        metrics.reconciles.inc();
-        metrics
-            .reconcile_errors
-            .get_or_create(&[("error", "init_lock")])
-            .inc();
-        metrics.reconcile_duration.observe(0.007);
+        drop(metrics.reconcile.measure());
+        metrics.reconcile.failed("init_lock");
         metrics
             .data_secrets_written
             .get_or_create(&[("role", role_label(Role::ControlPlaneJoin))])
@@ -173,8 +146,6 @@ mod tests {
             "kubeadm_bootstrap_reconcile_total 1",
             "kubeadm_bootstrap_reconcile_errors_total{error=\"init_lock\"} 1",
             "# TYPE kubeadm_bootstrap_reconcile_duration_seconds histogram",
-            "kubeadm_bootstrap_reconcile_duration_seconds_bucket{le=\"0.005\"} 0",
-            "kubeadm_bootstrap_reconcile_duration_seconds_bucket{le=\"0.01\"} 1",
             "kubeadm_bootstrap_reconcile_duration_seconds_bucket{le=\"+Inf\"} 1",
             "kubeadm_bootstrap_reconcile_duration_seconds_count 1",
             "kubeadm_bootstrap_data_secrets_written_total{role=\"control-plane\"} 1",

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
@@ -21,15 +21,16 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::conditions::{reasons, types};
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachinePool};
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
-    PAUSED_ANNOTATION,
 };
 use serde_json::json;
 
 use kubeadm_runtime::Shutdown;
+use kubeadm_runtime::controller::{ErrorBackoff, run_until_shutdown};
 use kubeadm_runtime::events;
 use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
 
@@ -37,11 +38,11 @@ mod metrics;
 pub mod rbac;
 use metrics::{ApiServer, METRICS, counted, role_label};
 
-use crate::certificates::{self, CertError, DEFAULT_CA_VALIDITY_DAYS};
 use crate::init_lock::{self, Acquired, LockError};
 use crate::render::{self, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput, Role};
 use crate::tokens::{self, Consumer, Refresh, TokenError, TokenStep};
-use crate::workload::{self, WorkloadError};
+use kubeadm_cluster::certificates::{self, CertError, Generation};
+use kubeadm_cluster::workload::{WorkloadClients, WorkloadError};
 
 /// How long a worker waits before looking again while the control plane initializes.
 const WAIT_FOR_CONTROL_PLANE: Duration = Duration::from_secs(30);
@@ -99,6 +100,10 @@ pub struct Context {
     pub client: kube::Client,
     pub settings: Settings,
     pub recorder: Recorder,
+    /// Retry delays of configs whose last reconcile failed; cleared by a success.
+    backoff: ErrorBackoff<ObjectRef<KubeadmConfig>>,
+    /// Workload-cluster clients, reused while their kubeconfig Secret is unchanged.
+    workload: WorkloadClients,
 }
 
 /// Fails with a message naming the missing CRD when the kinds this controller watches are not served
@@ -108,11 +113,6 @@ pub async fn preflight(client: &kube::Client) -> Result<(), String> {
     served::<Machine>(client, "clusterctl init installs it").await?;
     served::<Cluster>(client, "clusterctl init installs it").await
 }
-
-/// How long in-flight reconciles get after a shutdown request before they are dropped. Reconciles are
-/// idempotent, so dropping one mid-way is safe; the bound also covers a shutdown that arrives before the
-/// first list completed, which kube-runtime would otherwise wait out forever.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the controller until `shutdown` fires.
 pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
@@ -134,6 +134,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         client,
         settings,
         recorder,
+        backoff: ErrorBackoff::default(),
+        workload: WorkloadClients::default(),
     });
     let mut controller = controller
         // A Machine points at its config; its changes (nodeRef, version) matter to the config.
@@ -178,21 +180,15 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
                 Err(e) => tracing::warn!(error = %e, "reconcile failed"),
             }
         });
-    tokio::select! {
-        () = controller => {}
-        () = async { shutdown.wait().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
-            tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles did not finish in time; stopping anyway");
-        }
-    }
+    run_until_shutdown(controller, shutdown).await;
 }
 
-fn error_policy(config: Arc<KubeadmConfig>, error: &Error, _: Arc<Context>) -> Action {
-    METRICS
-        .reconcile_errors
-        .get_or_create(&[("error", error.metric_label())])
-        .inc();
-    tracing::warn!(config = %config.name_any(), kind = error.metric_label(), error = %error, "will retry");
-    Action::requeue(Duration::from_secs(10))
+/// Retries failed reconciles with exponential backoff, per config (see [`ErrorBackoff`]).
+fn error_policy(config: Arc<KubeadmConfig>, error: &Error, ctx: Arc<Context>) -> Action {
+    METRICS.reconcile.failed(error.metric_label());
+    let delay = ctx.backoff.next(ObjectRef::from_obj(&*config));
+    tracing::warn!(namespace = config.namespace().unwrap_or_default(), config = %config.name_any(), kind = error.metric_label(), error = %error, retry_in = ?delay, "will retry");
+    Action::requeue(delay)
 }
 
 /// What a reconcile found; everything the render and the status need.
@@ -287,12 +283,12 @@ impl ConfigOwner {
 }
 
 async fn reconcile(config: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
+    let _timer = METRICS.reconcile.measure();
+    let key = ObjectRef::from_obj(&*config);
     let result = reconcile_config(config, &ctx).await;
-    METRICS.reconciles.inc();
-    METRICS
-        .reconcile_duration
-        .observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.backoff.reset(&key);
+    }
     result
 }
 
@@ -319,7 +315,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
     let Some(cluster) = clusters.get_opt(owner.cluster_name()).await? else {
         return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
     };
-    if is_paused(&config, &cluster) {
+    if kubeadm_cluster::paused::is_paused(&cluster, &*config) {
         tracing::debug!(config = %config.name_any(), "paused");
         return Ok(Action::await_change());
     }
@@ -351,7 +347,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
             ctx,
             &facts,
             Outcome::Waiting(
-                "WaitingForInfrastructure",
+                reasons::WAITING_FOR_INFRASTRUCTURE,
                 "the Cluster's infrastructure is not provisioned yet".into(),
             ),
         )
@@ -373,7 +369,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
             ctx,
             &facts,
             Outcome::Waiting(
-                "WaitingForControlPlane",
+                reasons::WAITING_FOR_CONTROL_PLANE,
                 "workers join once the control plane is initialized".into(),
             ),
         )
@@ -395,7 +391,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
                 write_status(
                     ctx,
                     &facts,
-                    Outcome::Waiting("WaitingForControlPlaneInit", message),
+                    Outcome::Waiting(reasons::WAITING_FOR_CONTROL_PLANE_INIT, message),
                 )
                 .await?;
                 return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
@@ -443,30 +439,19 @@ async fn bootstrap(
     token_choice: TokenChoice,
 ) -> Result<Bootstrapped, Error> {
     let cluster_name = facts.cluster.name_any();
-    let owner = facts
-        .cluster
-        .spec
-        .control_plane_ref
-        .is_none()
-        .then(|| owner_reference(&facts.config));
     // Without a control-plane provider the bootstrap provider owns the cluster certificates.
-    let generate = facts.cluster.spec.control_plane_ref.is_none();
-    let settings = &facts.config.spec.cluster_configuration;
-    let validity_days = settings
-        .ca_certificate_validity_period_days
-        .and_then(|days| u32::try_from(days).ok())
-        .unwrap_or(DEFAULT_CA_VALIDITY_DAYS);
-    let algorithm = settings
-        .encryption_algorithm
-        .unwrap_or(certificates::DEFAULT_KEY_ALGORITHM);
-    let certificates = match certificates::lookup_or_generate_with(
+    let generation = facts.cluster.spec.control_plane_ref.is_none().then(|| {
+        Generation::of(
+            &facts.config.spec.cluster_configuration,
+            Some(owner_reference(&facts.config)),
+            crate::FIELD_MANAGER,
+        )
+    });
+    let certificates = match certificates::lookup_or_generate(
         &ctx.client,
         &facts.namespace,
         &cluster_name,
-        owner,
-        generate,
-        validity_days,
-        algorithm,
+        generation.as_ref(),
     )
     .await
     {
@@ -476,7 +461,7 @@ async fn bootstrap(
             write_status(
                 ctx,
                 facts,
-                Outcome::Failed("CertificatesUnavailable", message),
+                Outcome::Failed(reasons::CERTIFICATES_UNAVAILABLE, message),
             )
             .await?;
             return Ok(Bootstrapped::NotYet(Action::requeue(
@@ -490,12 +475,13 @@ async fn bootstrap(
     let join = match role {
         Role::Init => None,
         Role::ControlPlaneJoin | Role::WorkerJoin => {
-            let Some(endpoint) = control_plane_endpoint(&facts.cluster) else {
+            let Some(endpoint) = kubeadm_cluster::endpoint::control_plane_endpoint(&facts.cluster)
+            else {
                 write_status(
                     ctx,
                     facts,
                     Outcome::Waiting(
-                        "WaitingForControlPlaneEndpoint",
+                        reasons::WAITING_FOR_CONTROL_PLANE_ENDPOINT,
                         "the Cluster has no controlPlaneEndpoint yet".into(),
                     ),
                 )
@@ -517,7 +503,7 @@ async fn bootstrap(
     };
 
     let version = facts.owner.kubernetes_version().unwrap_or_default();
-    let cluster_facts = cluster_facts(&facts.cluster, &version);
+    let cluster_facts = ClusterFacts::of(&facts.cluster, &version);
     let machine_facts = MachineFacts {
         name: facts.owner.name(),
         generation: facts.owner.machine_generation(),
@@ -594,8 +580,9 @@ async fn ensure_join_token(
     {
         return Ok(token);
     }
-    let workload =
-        workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    let workload = (ctx.workload)
+        .get(&ctx.client, &facts.namespace, &facts.cluster.name_any())
+        .await?;
     let workload = counted(&workload, ApiServer::Workload);
     let token = tokens::create(&workload, ctx.settings.token_ttl, SystemTime::now()).await?;
     let value = token.to_string();
@@ -629,8 +616,9 @@ async fn keep_token_useful(facts: &Facts, ctx: &Context) -> Result<Action, Error
     let (true, Some(token)) = (consumer.needs_token(), token) else {
         return Ok(Action::await_change());
     };
-    let workload =
-        workload::client(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
+    let workload = (ctx.workload)
+        .get(&ctx.client, &facts.namespace, &facts.cluster.name_any())
+        .await?;
     let workload = counted(&workload, ApiServer::Workload);
     let ttl = ctx.settings.token_ttl;
     let now = SystemTime::now();
@@ -700,12 +688,6 @@ fn owner_ref(config: &KubeadmConfig) -> Option<(OwnerKind, String)> {
     })
 }
 
-fn is_paused(config: &KubeadmConfig, cluster: &Cluster) -> bool {
-    cluster.spec.paused == Some(true)
-        || cluster.annotations().contains_key(PAUSED_ANNOTATION)
-        || config.annotations().contains_key(PAUSED_ANNOTATION)
-}
-
 fn data_secret_created(config: &KubeadmConfig) -> bool {
     config.status.as_ref().is_some_and(|s| {
         s.initialization.data_secret_created == Some(true) && s.data_secret_name.is_some()
@@ -734,32 +716,6 @@ fn control_plane_initialized(cluster: &Cluster) -> bool {
             .conditions
             .iter()
             .any(|c| c.type_ == "ControlPlaneInitialized" && c.status == "True")
-}
-
-fn control_plane_endpoint(cluster: &Cluster) -> Option<String> {
-    let endpoint = cluster.spec.control_plane_endpoint.as_ref()?;
-    match (endpoint.host.as_deref(), endpoint.port) {
-        (Some(host), Some(port)) if !host.is_empty() && port > 0 => Some(format!("{host}:{port}")),
-        _ => None,
-    }
-}
-
-/// What the kubeadm configuration takes from the Cluster, for a machine running `kubernetes_version`.
-pub fn cluster_facts(cluster: &Cluster, kubernetes_version: &str) -> ClusterFacts {
-    let network = cluster.spec.cluster_network.as_ref();
-    let join = |ranges: Option<&kubeadm_api::cluster::v1beta2::NetworkRanges>| {
-        ranges
-            .filter(|r| !r.cidr_blocks.is_empty())
-            .map(|r| r.cidr_blocks.join(","))
-    };
-    ClusterFacts {
-        name: cluster.name_any(),
-        kubernetes_version: kubernetes_version.to_owned(),
-        control_plane_endpoint: control_plane_endpoint(cluster),
-        service_subnet: join(network.and_then(|n| n.services.as_ref())),
-        pod_subnet: join(network.and_then(|n| n.pods.as_ref())),
-        dns_domain: network.and_then(|n| n.service_domain.clone()),
-    }
 }
 
 /// Values of the secrets `files[].contentFrom` and `users[].passwdFrom` refer to. A missing secret or
@@ -845,9 +801,9 @@ fn data_secret(facts: &Facts, cluster_name: &str, data: Vec<u8>, format: Format)
 
 fn render_reason(error: &RenderError) -> &'static str {
     match error {
-        RenderError::LearnerModeUnsupported { .. } => "EtcdLearnerModeUnsupported",
-        RenderError::MissingSecret { .. } => "SecretMissing",
-        _ => "InvalidSpec",
+        RenderError::LearnerModeUnsupported { .. } => reasons::ETCD_LEARNER_MODE_UNSUPPORTED,
+        RenderError::MissingSecret { .. } => reasons::SECRET_MISSING,
+        _ => reasons::INVALID_SPEC,
     }
 }
 
@@ -870,17 +826,28 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
     let mut status = json!({ "observedGeneration": generation });
     match outcome {
         Outcome::Ready { secret, .. } => {
-            for type_ in ["Ready", "DataSecretAvailable", "CertificatesAvailable"] {
-                set_condition(&mut conditions, type_, true, "Available", "", generation);
+            for type_ in [
+                types::READY,
+                types::DATA_SECRET_AVAILABLE,
+                types::CERTIFICATES_AVAILABLE,
+            ] {
+                set_condition(
+                    &mut conditions,
+                    type_,
+                    true,
+                    reasons::AVAILABLE,
+                    "",
+                    generation,
+                );
             }
             status["dataSecretName"] = json!(secret);
             status["initialization"] = json!({ "dataSecretCreated": true });
         }
         Outcome::Waiting(reason, message) | Outcome::Failed(reason, message) => {
-            if reason == "CertificatesUnavailable" {
+            if reason == reasons::CERTIFICATES_UNAVAILABLE {
                 set_condition(
                     &mut conditions,
-                    "CertificatesAvailable",
+                    types::CERTIFICATES_AVAILABLE,
                     false,
                     reason,
                     &message,
@@ -889,7 +856,7 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
             }
             set_condition(
                 &mut conditions,
-                "DataSecretAvailable",
+                types::DATA_SECRET_AVAILABLE,
                 false,
                 reason,
                 &message,
@@ -897,7 +864,7 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
             );
             set_condition(
                 &mut conditions,
-                "Ready",
+                types::READY,
                 false,
                 reason,
                 &message,
@@ -975,8 +942,8 @@ fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
     }
 }
 
-/// The API server refuses event notes over 1 kB.
-/// Sets a condition, keeping its transition time when the status does not change.
+/// Sets a condition (see [`kubeadm_api::meta::set_condition`]); like Cluster API, a True condition carries
+/// no message.
 fn set_condition(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -986,16 +953,12 @@ fn set_condition(
     generation: Option<i64>,
 ) {
     let status = if ok { "True" } else { "False" };
-    let message = if message.is_empty() { reason } else { message };
     kubeadm_api::meta::set_condition(conditions, type_, status, reason, message, generation);
 }
 
 /// Merge patches carry our field manager too, so `managedFields` say who wrote what.
 fn merge_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    }
+    kubeadm_runtime::controller::merge_params(crate::FIELD_MANAGER)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! know (extraEnvs, imagePullSerial, encryptionAlgorithm, certificate validity periods, other timeouts)
 //! are dropped.
 
+use kubeadm_api::meta::{MACHINE_ANNOTATION, MACHINE_GENERATION_LABEL};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
@@ -75,8 +76,6 @@ const ETCD_IMAGE_TAG_FIELD: &str = "spec.clusterConfiguration.etcd.local.imageTa
 const UNINITIALIZED_TAINT_KEY: &str = "node.cluster.x-k8s.io/uninitialized";
 const NO_SCHEDULE: &str = "NoSchedule";
 
-const MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
-const MACHINE_GENERATION_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/machine-generation";
 /// kubeadm applies the patches of a target in file name order, and the name is `<target><suffix>+<type>`.
 /// "zz" sorts after the usual user suffixes ("0", "1", "a"), so our annotations win a conflict.
 const PATCH_SUFFIX: &str = "zz-cluster-api";
@@ -234,7 +233,7 @@ fn control_plane_patches_dir(input: &RenderInput) -> Option<String> {
 fn annotation_patch(machine: &MachineFacts) -> String {
     let mut annotations = BTreeMap::from([(MACHINE_ANNOTATION, machine.name.as_str())]);
     if let Some(generation) = non_empty(&machine.generation) {
-        annotations.insert(MACHINE_GENERATION_ANNOTATION, generation);
+        annotations.insert(MACHINE_GENERATION_LABEL, generation);
     }
     to_yaml(&BTreeMap::from([(
         "metadata",

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use kubeadm_api::bootstrap::v1beta2::{File, FileContentFormat, Format, KubeadmConfigSpec, User};
+use kubeadm_api::cluster::v1beta2::{Cluster, NetworkRanges};
 
 pub mod cloudinit;
 mod discovery;
@@ -39,6 +40,26 @@ pub struct ClusterFacts {
     pub dns_domain: Option<String>,
 }
 
+impl ClusterFacts {
+    /// What the kubeadm configuration takes from the Cluster, for a machine running `kubernetes_version`.
+    pub fn of(cluster: &Cluster, kubernetes_version: &str) -> Self {
+        let network = cluster.spec.cluster_network.as_ref();
+        let join = |ranges: Option<&NetworkRanges>| {
+            ranges
+                .filter(|r| !r.cidr_blocks.is_empty())
+                .map(|r| r.cidr_blocks.join(","))
+        };
+        Self {
+            name: cluster.metadata.name.clone().unwrap_or_default(),
+            kubernetes_version: kubernetes_version.to_owned(),
+            control_plane_endpoint: kubeadm_cluster::endpoint::control_plane_endpoint(cluster),
+            service_subnet: join(network.and_then(|n| n.services.as_ref())),
+            pod_subnet: join(network.and_then(|n| n.pods.as_ref())),
+            dns_domain: network.and_then(|n| n.service_domain.clone()),
+        }
+    }
+}
+
 /// The Machine the user data is for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MachineFacts {
@@ -48,21 +69,8 @@ pub struct MachineFacts {
     pub generation: Option<String>,
 }
 
-/// A PEM certificate and its PEM private key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CertPem {
-    pub cert: String,
-    pub key: String,
-}
-
-/// The cluster CAs and the service-account key pair (`sa.cert` holds the public key PEM).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClusterCertificates {
-    pub ca: CertPem,
-    pub etcd: CertPem,
-    pub proxy: CertPem,
-    pub sa: CertPem,
-}
+/// The cluster's certificates, as the renderer writes them onto nodes.
+pub use kubeadm_cluster::{CertPem, ClusterCertificates};
 
 /// How a joining node finds and trusts the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,13 +6,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{SKIP_COREDNS_ANNOTATION, SKIP_KUBE_PROXY_ANNOTATION};
 use serde_json::json;
 
 use super::workload::Unreachable;
-use crate::addons::{
-    self, COREDNS, COREFILE_BACKUP_KEY, COREFILE_KEY, KUBE_PROXY, SKIP_COREDNS_ANNOTATION,
-    SKIP_KUBE_PROXY_ANNOTATION,
-};
+use crate::addons::{self, COREDNS, COREFILE_BACKUP_KEY, COREFILE_KEY, KUBE_PROXY};
 use crate::desired::DesiredState;
 
 /// What changed, one line each; `Err` names what could not be done and why.

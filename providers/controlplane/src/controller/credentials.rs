@@ -8,14 +8,14 @@ use kube::runtime::events::EventType;
 use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
 use kubeadm_api::cluster::v1beta2::Cluster;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_bootstrap::certificates::{self, DEFAULT_CA_VALIDITY_DAYS};
-use kubeadm_bootstrap::render::ClusterCertificates;
-use kubeadm_bootstrap::workload as kubeconfig_secret;
+use kubeadm_cluster::ClusterCertificates;
+use kubeadm_cluster::certificates::{self, Generation};
+use kubeadm_cluster::workload as kubeconfig_secret;
 
 use super::events::publish;
 use super::status::Report;
 use super::{Context, Error, owner_reference};
-use crate::kubeconfig;
+use kubeadm_cluster::kubeconfig;
 
 /// Looks up the cluster certificates, generating the missing ones.
 pub(super) async fn certificates(
@@ -24,21 +24,21 @@ pub(super) async fn certificates(
     cluster: &Cluster,
     report: &mut Report,
 ) -> Result<ClusterCertificates, Error> {
-    let validity = kcp
+    let settings = kcp
         .spec
         .kubeadm_config_spec
         .as_ref()
-        .and_then(|s| s.cluster_configuration.ca_certificate_validity_period_days)
-        .and_then(|d| u32::try_from(d).ok())
-        .unwrap_or(DEFAULT_CA_VALIDITY_DAYS);
-    let found = certificates::lookup_or_generate_with(
+        .map(|s| &s.cluster_configuration);
+    let generation = Generation::of(
+        settings.unwrap_or(&Default::default()),
+        Some(owner_reference(kcp)),
+        crate::FIELD_MANAGER,
+    );
+    let found = certificates::lookup_or_generate(
         &ctx.client,
         &kcp.namespace().unwrap_or_default(),
         &cluster.name_any(),
-        Some(owner_reference(kcp)),
-        true,
-        validity,
-        key_algorithm(kcp),
+        Some(&generation),
     )
     .await;
     match found {
@@ -70,7 +70,7 @@ pub(super) async fn kubeconfig(
     kcp: &KubeadmControlPlane,
     cluster: &str,
     server: &str,
-    ca: &kubeadm_bootstrap::render::CertPem,
+    ca: &kubeadm_cluster::CertPem,
 ) -> Result<Result<kube::Client, String>, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);

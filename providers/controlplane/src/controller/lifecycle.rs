@@ -4,11 +4,11 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::CLEANUP_HOOK_ANNOTATION;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 
 use super::annotations::annotate_machine;
 use super::{Context, Error, machines, merge_params, owner_cluster};
-use crate::machines::CLEANUP_HOOK_ANNOTATION;
 
 /// Finalizer on every KubeadmControlPlane, as Cluster API names it.
 pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
@@ -77,6 +77,7 @@ pub(super) async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<
     ctx.etcd
         .forwards
         .forget(&(namespace.clone(), cluster_name.clone()));
+    ctx.workload.forget(&namespace, &cluster_name);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     let all = machines_api
         .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}")))

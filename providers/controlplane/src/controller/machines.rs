@@ -1,6 +1,11 @@
 //! Reading, creating, adopting, updating and deleting the control-plane Machines of a KubeadmControlPlane
 //! and the KubeadmConfig and infrastructure machine each one has.
 
+use kubeadm_api::meta::{
+    CERTIFICATES_EXPIRY_ANNOTATION, CLEANUP_HOOK_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION,
+    CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, DELETE_MACHINE_ANNOTATION,
+    REMEDIATE_MACHINE_ANNOTATION, REMEDIATION_FOR_ANNOTATION,
+};
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::jiff::Timestamp;
@@ -24,13 +29,8 @@ use super::metrics::METRICS;
 use super::{Context, Error, owner_reference};
 use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
 use crate::endpoints::MachinePods;
-use crate::etcd_membership::REMEDIATE_MACHINE_ANNOTATION;
 use crate::machine_conditions::{self, NodeRole};
-use crate::machines::{
-    CERTIFICATES_EXPIRY_ANNOTATION, CLEANUP_HOOK_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION,
-    CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, ClonedFrom, ControlPlaneMachine,
-    DELETE_MACHINE_ANNOTATION,
-};
+use crate::machines::{ClonedFrom, ControlPlaneMachine};
 use crate::remediation;
 use crate::up_to_date::Outdated;
 
@@ -224,11 +224,11 @@ fn view(
             .contains_key(REMEDIATE_MACHINE_ANNOTATION),
         remediation_for: machine
             .annotations()
-            .get(remediation::FOR_ANNOTATION)
+            .get(REMEDIATION_FOR_ANNOTATION)
             .and_then(|value| match remediation::RemediationData::parse(value) {
                 Ok(data) => Some(data),
                 Err(e) => {
-                    tracing::warn!(machine = %machine.name_any(), "{}: {e}", remediation::FOR_ANNOTATION);
+                    tracing::warn!(machine = %machine.name_any(), "{}: {e}", REMEDIATION_FOR_ANNOTATION);
                     None
                 }
             }),
@@ -423,7 +423,7 @@ pub(super) async fn create(
     }
     if let Some(record) = remediation_for {
         // This machine replaces a remediated one: if it fails too, that counts as a retry.
-        machine_annotations.insert(remediation::FOR_ANNOTATION.to_owned(), record.to_owned());
+        machine_annotations.insert(REMEDIATION_FOR_ANNOTATION.to_owned(), record.to_owned());
     }
     machine.metadata.annotations = Some(machine_annotations);
     machine.metadata.owner_references = Some(vec![owner]);

@@ -2,25 +2,17 @@
 //! and deleted, and every write it sends to the management API server.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kubeadm_runtime::metrics::prometheus_client::metrics::counter::Counter;
 use kubeadm_runtime::metrics::prometheus_client::metrics::family::Family;
-use kubeadm_runtime::metrics::prometheus_client::metrics::histogram::{
-    Histogram, exponential_buckets,
-};
 use kubeadm_runtime::metrics::prometheus_client::registry::Registry;
 use kubeadm_runtime::metrics::{self, Method};
 
-pub(super) type Labels = [(&'static str, &'static str); 1];
+use kubeadm_runtime::controller::{Labels, ReconcileMetrics};
 
 pub(super) struct Metrics {
-    pub(super) reconciles: Counter,
-    /// Sum of reconcile durations in nanoseconds, beside the histogram, for [`reconcile_time`].
-    pub(super) reconcile_nanos: AtomicU64,
-    pub(super) reconcile_errors: Family<Labels, Counter>,
-    pub(super) reconcile_duration: Histogram,
+    pub(super) reconcile: ReconcileMetrics,
     pub(super) machines: Family<Labels, Counter>,
     pub(super) api_writes: Family<Labels, Counter>,
 }
@@ -28,15 +20,16 @@ pub(super) struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let metrics = Self {
-            reconciles: Counter::default(),
-            reconcile_nanos: AtomicU64::new(0),
-            reconcile_errors: Family::default(),
-            reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            reconcile: ReconcileMetrics::default(),
             machines: Family::default(),
             api_writes: Family::default(),
         };
+        // Known series start at 0, so they are listed and `rate()` sees their first increase.
         for action in ["created", "deleted"] {
             let _ = metrics.machines.get_or_create(&[("action", action)]);
+        }
+        for kind in WRITE_KINDS {
+            let _ = metrics.api_writes.get_or_create(&[("kind", kind)]);
         }
         metrics
     }
@@ -45,21 +38,7 @@ impl Default for Metrics {
 impl Metrics {
     fn register(&self, registry: &mut Registry) {
         let prefixed = registry.sub_registry_with_prefix("kubeadm_controlplane");
-        prefixed.register(
-            "reconcile",
-            "KubeadmControlPlane reconciles run",
-            self.reconciles.clone(),
-        );
-        prefixed.register(
-            "reconcile_errors",
-            "KubeadmControlPlane reconciles that failed and will be retried, by error kind",
-            self.reconcile_errors.clone(),
-        );
-        prefixed.register(
-            "reconcile_duration_seconds",
-            "How long KubeadmControlPlane reconciles take",
-            self.reconcile_duration.clone(),
-        );
+        self.reconcile.register(prefixed, "KubeadmControlPlane");
         prefixed.register(
             "machines",
             "Control-plane Machines created and deleted",
@@ -67,7 +46,7 @@ impl Metrics {
         );
         prefixed.register(
             "api_writes",
-            "Write requests sent to the management API server, by verb",
+            "Write requests sent to the management API server, by what they write",
             self.api_writes.clone(),
         );
     }
@@ -79,42 +58,101 @@ pub(super) static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     metrics
 });
 
+/// Every value [`write_kind`] returns.
+pub(super) const WRITE_KINDS: [&str; 14] = [
+    "machine_create",
+    "machine_patch",
+    "machine_status_patch",
+    "machine_delete",
+    "kubeadm_config_create",
+    "kubeadm_config_patch",
+    "kubeadm_config_delete",
+    "status_patch",
+    "spec_patch",
+    "secret_create",
+    "secret_replace",
+    "secret_delete",
+    "event",
+    "other",
+];
+
+/// Names a write by what this controller writes with that request (infrastructure machines, whose kinds
+/// vary by provider, count as `other`); the modules doing the writes stay unaware of metrics.
+pub(super) fn write_kind(method: &Method, path: &str) -> &'static str {
+    match (method.as_str(), metrics::resource_of(path)) {
+        ("POST", Some(("machines", None))) => "machine_create",
+        ("PATCH", Some(("machines", None))) => "machine_patch",
+        ("PATCH", Some(("machines", Some("status")))) => "machine_status_patch",
+        ("DELETE", Some(("machines", None))) => "machine_delete",
+        ("POST", Some(("kubeadmconfigs", None))) => "kubeadm_config_create",
+        ("PATCH", Some(("kubeadmconfigs", None))) => "kubeadm_config_patch",
+        ("DELETE", Some(("kubeadmconfigs", None))) => "kubeadm_config_delete",
+        ("PATCH", Some(("kubeadmcontrolplanes", Some("status")))) => "status_patch",
+        ("PATCH", Some(("kubeadmcontrolplanes", None))) => "spec_patch",
+        ("POST", Some(("secrets", None))) => "secret_create",
+        ("PUT", Some(("secrets", None))) => "secret_replace",
+        ("DELETE", Some(("secrets", None))) => "secret_delete",
+        (_, Some(("events", None))) => "event",
+        _ => "other",
+    }
+}
+
 /// A client that counts its writes in `api_writes`.
 pub(super) fn counted(client: &kube::Client) -> kube::Client {
-    metrics::observe_writes(client, |method, _path| {
-        let verb = match *method {
-            Method::POST => "create",
-            Method::PUT => "replace",
-            Method::PATCH => "patch",
-            Method::DELETE => "delete",
-            _ => "other",
-        };
-        METRICS.api_writes.get_or_create(&[("verb", verb)]).inc();
+    metrics::observe_writes(client, |method, path| {
+        METRICS
+            .api_writes
+            .get_or_create(&[("kind", write_kind(method, path))])
+            .inc();
     })
 }
 
-/// Writes counted so far (all verbs), for tests and benchmarks.
+/// Writes counted so far (all kinds), for tests and benchmarks.
 pub fn api_writes_total() -> u64 {
-    ["create", "replace", "patch", "delete", "other"]
+    WRITE_KINDS
         .iter()
-        .map(|verb| METRICS.api_writes.get_or_create(&[("verb", verb)]).get())
+        .map(|kind| METRICS.api_writes.get_or_create(&[("kind", kind)]).get())
         .sum()
 }
 
 /// Reconciles run so far and their total duration, for benchmarks.
 pub fn reconcile_time() -> (u64, Duration) {
-    (
-        METRICS.reconciles.get(),
-        Duration::from_nanos(METRICS.reconcile_nanos.load(Ordering::Relaxed)),
-    )
+    METRICS.reconcile.total()
 }
 
-/// Adds one reconcile's duration.
-pub(super) fn observe_reconcile(elapsed: Duration) {
-    METRICS.reconciles.inc();
-    METRICS.reconcile_duration.observe(elapsed.as_secs_f64());
-    METRICS.reconcile_nanos.fetch_add(
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_named_by_what_they_write() {
+        let ns = "/apis/cluster.x-k8s.io/v1beta2/namespaces/default";
+        let kcps =
+            "/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/default/kubeadmcontrolplanes";
+        for (method, path, kind) in [
+            (Method::POST, format!("{ns}/machines"), "machine_create"),
+            (
+                Method::PATCH,
+                format!("{ns}/machines/m/status"),
+                "machine_status_patch",
+            ),
+            (Method::DELETE, format!("{ns}/machines/m"), "machine_delete"),
+            (Method::PATCH, format!("{kcps}/cp/status"), "status_patch"),
+            (Method::PATCH, format!("{kcps}/cp"), "spec_patch"),
+            (
+                Method::PUT,
+                "/api/v1/namespaces/default/secrets/c-kubeconfig".into(),
+                "secret_replace",
+            ),
+            (
+                Method::POST,
+                "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/default/simmachines"
+                    .into(),
+                "other",
+            ),
+        ] {
+            assert_eq!(write_kind(&method, &path), kind, "{method} {path}");
+            assert!(WRITE_KINDS.contains(&kind), "{kind} is pre-initialized");
+        }
+    }
 }

@@ -18,11 +18,9 @@ mod scope;
 mod status;
 mod workload;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
@@ -32,15 +30,15 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_api::meta::PAUSED_ANNOTATION;
-use kubeadm_bootstrap::certificates::CertError;
+use kubeadm_cluster::certificates::CertError;
 use kubeadm_runtime::Shutdown;
+use kubeadm_runtime::controller::{ErrorBackoff, run_until_shutdown};
 use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
 
 use metrics::{METRICS, counted};
 pub use metrics::{api_writes_total, reconcile_time};
 
-use crate::kubeconfig::KubeconfigError;
+use kubeadm_cluster::kubeconfig::KubeconfigError;
 
 pub use lifecycle::FINALIZER;
 
@@ -56,10 +54,6 @@ const WAIT: Duration = Duration::from_secs(10);
 const AFTER_ETCD_CHANGE: Duration = Duration::from_secs(2);
 /// How soon after an etcd maintenance step: a defragmentation round goes member by member.
 const AFTER_MAINTENANCE: Duration = Duration::from_secs(1);
-/// Longest retry delay after repeated failures.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
-/// See the bootstrap controller: reconciles are idempotent, so a bounded shutdown is safe.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -149,13 +143,13 @@ pub struct Context {
     pub settings: Settings,
     pub recorder: Recorder,
     /// Cached workload-cluster clients.
-    workload: workload::WorkloadClients,
+    workload: kubeadm_cluster::workload::WorkloadClients,
     /// Discovered infrastructure kinds.
     resources: machines::Resources,
     /// etcd clients and learner timers.
     etcd: etcd::EtcdSessions,
     /// Retry delays of control planes whose last reconcile failed; cleared by a success.
-    backoff: Mutex<HashMap<ObjectRef<KubeadmControlPlane>, ExponentialBackoff>>,
+    backoff: ErrorBackoff<ObjectRef<KubeadmControlPlane>>,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -185,7 +179,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         workload: Default::default(),
         resources: Default::default(),
         etcd,
-        backoff: Mutex::default(),
+        backoff: ErrorBackoff::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
@@ -205,51 +199,24 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
                 Err(e) => tracing::warn!(error = %e, "reconcile failed"),
             }
         });
-    tokio::select! {
-        () = controller => {}
-        () = async { shutdown.wait().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
-            tracing::warn!(grace = ?SHUTDOWN_GRACE, "reconciles did not finish in time; stopping anyway");
-        }
-    }
+    run_until_shutdown(controller, shutdown).await;
 }
 
-/// Retries failed reconciles with exponential backoff (2 s doubling to 5 min, jittered), per control plane.
+/// Retries failed reconciles with exponential backoff, per control plane (see [`ErrorBackoff`]).
 fn error_policy(kcp: Arc<KubeadmControlPlane>, error: &Error, ctx: Arc<Context>) -> Action {
-    METRICS
-        .reconcile_errors
-        .get_or_create(&[("error", error.metric_label())])
-        .inc();
-    let delay = ctx
-        .backoff
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .entry(ObjectRef::from_obj(&*kcp))
-        .or_insert_with(|| {
-            ExponentialBuilder::new()
-                .with_min_delay(Duration::from_secs(2))
-                .with_max_delay(MAX_BACKOFF)
-                .with_factor(2.0)
-                .with_jitter()
-                .without_max_times()
-                .build()
-        })
-        .next()
-        .unwrap_or(MAX_BACKOFF);
+    METRICS.reconcile.failed(error.metric_label());
+    let delay = ctx.backoff.next(ObjectRef::from_obj(&*kcp));
     tracing::warn!(namespace = kcp.namespace().unwrap_or_default(), kcp = %kcp.name_any(), kind = error.metric_label(), error = %error, retry_in = ?delay, "will retry");
     Action::requeue(delay)
 }
 
 async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
+    let _timer = METRICS.reconcile.measure();
     let key = ObjectRef::from_obj(&*kcp);
     let result = reconcile_kcp(kcp, &ctx).await;
     if result.is_ok() {
-        ctx.backoff
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key);
+        ctx.backoff.reset(&key);
     }
-    metrics::observe_reconcile(started.elapsed());
     result
 }
 
@@ -280,7 +247,7 @@ async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<A
         // Core Cluster API sets the owner reference once the Cluster points at this control plane.
         return Ok(Action::await_change());
     };
-    if is_paused(&kcp, cluster) {
+    if kubeadm_cluster::paused::is_paused(cluster, &*kcp) {
         tracing::debug!("paused");
         return Ok(Action::await_change());
     }
@@ -291,12 +258,8 @@ async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<A
     reconcile::reconcile_live(&kcp, cluster, ctx).await
 }
 
-/// Merge patches carry our field manager too, so `managedFields` say who wrote what.
 fn merge_params() -> kube::api::PatchParams {
-    kube::api::PatchParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    }
+    kubeadm_runtime::controller::merge_params(crate::FIELD_MANAGER)
 }
 
 /// Name of the Cluster that owns the control plane.
@@ -305,12 +268,6 @@ pub(super) fn owner_cluster(kcp: &KubeadmControlPlane) -> Option<String> {
         .iter()
         .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"))
         .map(|o| o.name.clone())
-}
-
-fn is_paused(kcp: &KubeadmControlPlane, cluster: &Cluster) -> bool {
-    cluster.spec.paused == Some(true)
-        || kcp.annotations().contains_key(PAUSED_ANNOTATION)
-        || cluster.annotations().contains_key(PAUSED_ANNOTATION)
 }
 
 /// The controller owner reference that objects created for `kcp` carry.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_bootstrap::render::CertPem;
+use kubeadm_cluster::CertPem;
 
 use super::etcd::{self, EtcdView, Unobservable};
 use super::events::publish;

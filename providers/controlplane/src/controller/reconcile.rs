@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kubeadm_api::cluster::v1beta2::Cluster;
+use kubeadm_api::controlplane::conditions::reasons;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 
 use super::events::publish;
@@ -128,8 +129,12 @@ async fn cluster_ready(
     );
     let (reason, type_, message) = if !provisioned {
         let message = format!("{cluster_ref}: infrastructure is not provisioned yet");
-        ("WaitingForInfrastructure", EventType::Normal, message)
-    } else if let Some(server) = endpoint_url(cluster) {
+        (
+            reasons::WAITING_FOR_INFRASTRUCTURE,
+            EventType::Normal,
+            message,
+        )
+    } else if let Some(server) = kubeadm_cluster::endpoint::server_url(cluster) {
         return Some(server);
     } else {
         let message = format!("{cluster_ref}: spec.controlPlaneEndpoint is not set yet");
@@ -143,17 +148,4 @@ async fn cluster_ready(
         publish(ctx, kcp, type_, reason, &message).await;
     }
     None
-}
-
-/// `https://host:port` of the Cluster's control-plane endpoint.
-fn endpoint_url(cluster: &Cluster) -> Option<String> {
-    let endpoint = cluster.spec.control_plane_endpoint.as_ref()?;
-    let host = endpoint.host.as_deref().filter(|h| !h.is_empty())?;
-    let port = endpoint.port.filter(|p| *p > 0).unwrap_or(6443);
-    let host = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_owned()
-    };
-    Some(format!("https://{host}:{port}"))
 }

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kubeadm_api::cluster::v1beta2::Cluster;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_bootstrap::render::ClusterCertificates;
+use kubeadm_cluster::ClusterCertificates;
 
 use super::etcd::{EtcdView, Unobservable};
 use super::machines::{self, Gathered};

@@ -8,12 +8,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubeadm_api::cluster::v1beta2::StatusVersion;
+use kubeadm_api::controlplane::conditions::{reasons, types};
 use kubeadm_api::controlplane::v1beta2::{
     KubeadmControlPlane, KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus,
     LastRemediationStatus,
 };
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
-use kubeadm_bootstrap::render::version::KubeVersion;
+use kubeadm_api::version::KubeVersion;
 use serde_json::json;
 
 use super::{Context, Error};
@@ -46,15 +47,20 @@ impl Report {
     }
 
     pub(super) fn invalid_spec(&mut self, error: &DesiredError) {
-        self.condition("SpecValid", false, "InvalidSpec", &error.to_string());
+        self.condition(
+            types::SPEC_VALID,
+            false,
+            reasons::INVALID_SPEC,
+            &error.to_string(),
+        );
     }
 
     /// Reports what the Cluster still lacks; true when this is news (the reason changed), so the caller
     /// raises an Event once rather than on every retry.
     pub(super) fn waiting_for_cluster(&mut self, reason: &str, message: &str) -> bool {
-        let before = self.reason_of("Initialized");
+        let before = self.reason_of(types::INITIALIZED);
         if !self.initialized() {
-            self.condition("Initialized", false, reason, message);
+            self.condition(types::INITIALIZED, false, reason, message);
         }
         before.as_deref() != Some(reason)
     }
@@ -69,9 +75,14 @@ impl Report {
 
     pub(super) fn certificates(&mut self, ok: bool, message: &str) {
         if ok {
-            self.condition("CertificatesAvailable", true, "Available", "");
+            self.condition(types::CERTIFICATES_AVAILABLE, true, reasons::AVAILABLE, "");
         } else {
-            self.condition("CertificatesAvailable", false, "InternalError", message);
+            self.condition(
+                types::CERTIFICATES_AVAILABLE,
+                false,
+                reasons::INTERNAL_ERROR,
+                message,
+            );
         }
     }
 
@@ -119,25 +130,25 @@ impl Report {
                 control_plane_initialized: Some(true),
             });
         }
-        self.condition("SpecValid", true, "Valid", "");
+        self.condition(types::SPEC_VALID, true, reasons::VALID, "");
         if initialized {
-            self.condition("Initialized", true, "Initialized", "");
+            self.condition(types::INITIALIZED, true, reasons::INITIALIZED, "");
         } else {
             self.condition(
-                "Initialized",
+                types::INITIALIZED,
                 false,
-                "NotInitialized",
+                reasons::NOT_INITIALIZED,
                 "waiting for the first control-plane machine to run kubeadm init",
             );
         }
         let with_node = machines.iter().any(|m| m.node.is_some() && !m.deleting);
         if initialized && with_node {
-            self.condition("Available", true, "Available", "");
+            self.condition(types::AVAILABLE, true, reasons::AVAILABLE, "");
         } else {
             self.condition(
-                "Available",
+                types::AVAILABLE,
                 false,
-                "NotAvailable",
+                reasons::NOT_AVAILABLE,
                 if initialized {
                     "no control-plane machine has a Node"
                 } else {
@@ -160,8 +171,8 @@ impl Report {
         };
 
         if plan.outdated.is_empty() {
-            self.condition("MachinesUpToDate", true, "UpToDate", "");
-            self.condition("RollingOut", false, "NotRollingOut", "");
+            self.condition(types::MACHINES_UP_TO_DATE, true, reasons::UP_TO_DATE, "");
+            self.condition(types::ROLLING_OUT, false, reasons::NOT_ROLLING_OUT, "");
         } else {
             let details: Vec<String> = plan
                 .outdated
@@ -172,9 +183,9 @@ impl Report {
                 })
                 .collect();
             self.condition(
-                "MachinesUpToDate",
+                types::MACHINES_UP_TO_DATE,
                 false,
-                "NotUpToDate",
+                reasons::NOT_UP_TO_DATE,
                 &details.join("; "),
             );
             let mut message = format!(
@@ -187,9 +198,9 @@ impl Report {
                 message.push_str(&format!("; waiting: {blockers}"));
             }
             self.condition(
-                "RollingOut",
+                types::ROLLING_OUT,
                 true,
-                waiting_reason.unwrap_or("RollingOut"),
+                waiting_reason.unwrap_or(reasons::ROLLING_OUT),
                 &message,
             );
         }
@@ -213,27 +224,27 @@ impl Report {
                 } | Step::Initialize { .. }
             );
         if scaling_up {
-            let reason = waiting_reason.unwrap_or("ScalingUp");
-            self.condition("ScalingUp", true, reason, &scale_message("up"));
+            let reason = waiting_reason.unwrap_or(reasons::SCALING_UP);
+            self.condition(types::SCALING_UP, true, reason, &scale_message("up"));
         } else {
-            self.condition("ScalingUp", false, "NotScalingUp", "");
+            self.condition(types::SCALING_UP, false, reasons::NOT_SCALING_UP, "");
         }
         if replicas > desired.replicas && plan.outdated.is_empty() {
-            let reason = waiting_reason.unwrap_or("ScalingDown");
-            self.condition("ScalingDown", true, reason, &scale_message("down"));
+            let reason = waiting_reason.unwrap_or(reasons::SCALING_DOWN);
+            self.condition(types::SCALING_DOWN, true, reason, &scale_message("down"));
         } else {
-            self.condition("ScalingDown", false, "NotScalingDown", "");
+            self.condition(types::SCALING_DOWN, false, reasons::NOT_SCALING_DOWN, "");
         }
     }
 
     /// Whether the last machine creation worked; a failure names the object and what is wrong.
     pub(super) fn machines_created(&mut self, result: Result<(), &String>) {
         match result {
-            Ok(()) => self.condition("MachinesCreated", true, "Created", ""),
+            Ok(()) => self.condition(types::MACHINES_CREATED, true, reasons::CREATED, ""),
             Err(message) => self.condition(
-                "MachinesCreated",
+                types::MACHINES_CREATED,
                 false,
-                "InfrastructureTemplateCloningFailed",
+                reasons::INFRASTRUCTURE_TEMPLATE_CLONING_FAILED,
                 message,
             ),
         }
@@ -254,25 +265,40 @@ impl Report {
         }
         let components = problems(machines, |m| &m.health.components);
         if components.is_empty() {
-            self.condition("ControlPlaneComponentsHealthy", true, "Healthy", "");
+            self.condition(
+                types::CONTROL_PLANE_COMPONENTS_HEALTHY,
+                true,
+                reasons::HEALTHY,
+                "",
+            );
         } else {
             let message = components.join("; ");
             self.condition(
-                "ControlPlaneComponentsHealthy",
+                types::CONTROL_PLANE_COMPONENTS_HEALTHY,
                 false,
-                "NotHealthy",
+                reasons::NOT_HEALTHY,
                 &message,
             );
         }
         if external_etcd {
-            self.condition("EtcdClusterHealthy", true, "External", "etcd is external");
+            self.condition(
+                types::ETCD_CLUSTER_HEALTHY,
+                true,
+                reasons::EXTERNAL,
+                "etcd is external",
+            );
             return;
         }
         let etcd = problems(machines, |m| &m.health.etcd);
         if etcd.is_empty() {
-            self.condition("EtcdClusterHealthy", true, "Healthy", "");
+            self.condition(types::ETCD_CLUSTER_HEALTHY, true, reasons::HEALTHY, "");
         } else {
-            self.condition("EtcdClusterHealthy", false, "NotHealthy", &etcd.join("; "));
+            self.condition(
+                types::ETCD_CLUSTER_HEALTHY,
+                false,
+                reasons::NOT_HEALTHY,
+                &etcd.join("; "),
+            );
         }
     }
 
@@ -287,28 +313,28 @@ impl Report {
             (None, _) => {}
             (Some(Err(cause)), _) => {
                 self.condition(
-                    "EtcdMembershipSettled",
+                    types::ETCD_MEMBERSHIP_SETTLED,
                     false,
                     cause.reason(),
                     &cause.message,
                 );
             }
             (Some(Ok(_)), Some(Action::Nothing) | None) => {
-                self.condition("EtcdMembershipSettled", true, "Settled", "");
+                self.condition(types::ETCD_MEMBERSHIP_SETTLED, true, reasons::SETTLED, "");
             }
             (Some(Ok(_)), Some(Action::Wait(reason))) => {
                 self.condition(
-                    "EtcdMembershipSettled",
+                    types::ETCD_MEMBERSHIP_SETTLED,
                     false,
-                    "Waiting",
+                    reasons::WAITING,
                     &reason.to_string(),
                 );
             }
             (Some(Ok(_)), Some(action)) => {
                 self.condition(
-                    "EtcdMembershipSettled",
+                    types::ETCD_MEMBERSHIP_SETTLED,
                     false,
-                    "Changing",
+                    reasons::CHANGING,
                     &format!("{action:?}"),
                 );
             }
@@ -330,8 +356,13 @@ impl Report {
     /// `EtcdSnapshotTaken`: whether the last scheduled snapshot was kept, and why not.
     pub(super) fn etcd_snapshot(&mut self, refused: Option<&str>) {
         match refused {
-            None => self.condition("EtcdSnapshotTaken", true, "Taken", ""),
-            Some(why) => self.condition("EtcdSnapshotTaken", false, "TooLargeForSecret", why),
+            None => self.condition(types::ETCD_SNAPSHOT_TAKEN, true, reasons::TAKEN, ""),
+            Some(why) => self.condition(
+                types::ETCD_SNAPSHOT_TAKEN,
+                false,
+                reasons::TOO_LARGE_FOR_SECRET,
+                why,
+            ),
         }
     }
 

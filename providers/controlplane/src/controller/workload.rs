@@ -1,14 +1,13 @@
-//! The workload cluster as the controller sees it: a cached client per cluster (rebuilt when the kubeconfig
-//! Secret changes), the static pods and Nodes of the control plane, and the `kubeadm-config` ConfigMap.
+//! The workload cluster as the controller sees it: the static pods and Nodes of the control plane, and the
+//! `kubeadm-config` ConfigMap.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch};
-use kubeadm_bootstrap::workload::{self, WorkloadError};
+use kubeadm_cluster::workload::WorkloadError;
 
 use crate::endpoints::{self, CLUSTER_STATUS_KEY, MachinePods, MachineRef};
 use crate::machine_conditions::NodeRole;
@@ -16,10 +15,6 @@ use crate::machines::ControlPlaneMachine;
 
 /// Bound on each workload-cluster call: an unreachable cluster must not stall the reconcile.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Workload clients by (namespace, cluster), with the resourceVersion of the Secret they were built from.
-#[derive(Default)]
-pub(super) struct WorkloadClients(Mutex<HashMap<(String, String), (String, kube::Client)>>);
 
 /// Why the workload cluster could not be looked at.
 #[derive(Debug, thiserror::Error)]
@@ -32,31 +27,6 @@ pub(super) enum Unreachable {
     Timeout,
     #[error("workload cluster: {0}")]
     Content(String),
-}
-
-impl WorkloadClients {
-    /// The client for the cluster whose kubeconfig Secret is `secret`, reused while the Secret is unchanged.
-    pub(super) async fn client_for(
-        &self,
-        secret: &Secret,
-        namespace: &str,
-        cluster: &str,
-    ) -> Result<kube::Client, Unreachable> {
-        let version = secret.resource_version().unwrap_or_default();
-        let key = (namespace.to_owned(), cluster.to_owned());
-        if let Some((cached, client)) = self.lock().get(&key)
-            && *cached == version
-        {
-            return Ok(client.clone());
-        }
-        let client = workload::client_from_secret(secret, namespace, cluster).await?;
-        self.lock().insert(key, (version, client.clone()));
-        Ok(client)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (String, kube::Client)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 async fn bounded<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Unreachable> {
@@ -179,7 +149,7 @@ pub(super) async fn ensure_kubelet_api_admin_binding(
     kubernetes_version: &str,
 ) -> Result<bool, Unreachable> {
     use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
-    use kubeadm_bootstrap::render::version::KubeVersion;
+    use kubeadm_api::version::KubeVersion;
     if KubeVersion::parse(kubernetes_version).is_some_and(|v| v >= KubeVersion::new(1, 38, 0)) {
         return Ok(false);
     }

@@ -1,14 +1,14 @@
 //! The controller's etcd client certificate: short-lived, signed by the cluster's etcd CA (the
 //! `<cluster>-etcd` Secret), reissued before it expires. It never leaves memory.
 
-use kubeadm_bootstrap::render::CertPem;
+use kubeadm_cluster::CertPem;
 use rcgen::{
     CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::kubeconfig::signing_key;
+use kubeadm_cluster::certificates::signing_key;
 
 /// Subject common name of the certificate; etcd logs it for every client connection.
 pub const CLIENT_COMMON_NAME: &str = "kubeadm-controlplane";
@@ -168,8 +168,8 @@ mod tests {
     }
 
     fn etcd_ca() -> CertPem {
-        kubeadm_bootstrap::certificates::generate_kind(
-            kubeadm_bootstrap::certificates::CertKind::Etcd,
+        kubeadm_cluster::certificates::generate_kind(
+            kubeadm_cluster::certificates::CertKind::Etcd,
             3650,
         )
         .unwrap()

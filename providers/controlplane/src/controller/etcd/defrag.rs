@@ -1,5 +1,6 @@
 //! One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]).
 
+use kubeadm_api::meta::{ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_LAST_DEFRAG_ANNOTATION};
 use std::sync::PoisonError;
 
 use k8s_openapi::jiff::Timestamp;
@@ -11,7 +12,7 @@ use super::snapshot::snapshot;
 use super::{ClusterKey, EtcdSessions, EtcdView, whole_seconds};
 use crate::controller::annotations::annotate_kcp;
 use crate::controller::{Context, Error};
-use crate::etcd_maintenance::{self, DailyAt, LAST_DEFRAG_ANNOTATION, SCHEDULE_ANNOTATION};
+use crate::etcd_maintenance::{self, DailyAt};
 
 /// A maintenance step taken: the note for its Event and, when it finished something, the record for the
 /// status.
@@ -45,16 +46,16 @@ pub(in crate::controller) async fn maintain(
     use etcd_maintenance::Step;
     use kube::ResourceExt;
     let annotations = kcp.annotations();
-    let schedule = match annotations.get(SCHEDULE_ANNOTATION) {
+    let schedule = match annotations.get(ETCD_DEFRAG_SCHEDULE_ANNOTATION) {
         None => Some(etcd_maintenance::DEFAULT_SCHEDULE),
         Some(text) => DailyAt::parse(text).map_err(Error::Etcd)?,
     };
     let last = annotations
-        .get(LAST_DEFRAG_ANNOTATION)
+        .get(ETCD_LAST_DEFRAG_ANNOTATION)
         .and_then(|t| t.parse::<Timestamp>().ok());
     if schedule.is_some() && last.is_none() {
         // Start the clock: the first round runs at the next scheduled time, not right away.
-        annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
+        annotate_kcp(ctx, kcp, ETCD_LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
         return Ok(None);
     }
     let due = etcd_maintenance::due(schedule, last, now);
@@ -120,7 +121,7 @@ pub(in crate::controller) async fn maintain(
         }
         Step::Finished => {
             let round = rounds().remove(&key).unwrap_or_default();
-            annotate_kcp(ctx, kcp, LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
+            annotate_kcp(ctx, kcp, ETCD_LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
             let after = db_size();
             let members = round
                 .defragmented

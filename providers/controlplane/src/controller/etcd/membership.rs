@@ -3,8 +3,9 @@
 use super::EtcdView;
 use crate::controller::annotations::annotate_machine;
 use crate::controller::{Context, Error};
-use crate::etcd_membership::{Action, REMEDIATE_MACHINE_ANNOTATION};
-use crate::machines::{CLEANUP_HOOK_ANNOTATION, ControlPlaneMachine};
+use crate::etcd_membership::Action;
+use crate::machines::ControlPlaneMachine;
+use kubeadm_api::meta::{CLEANUP_HOOK_ANNOTATION, REMEDIATE_MACHINE_ANNOTATION};
 
 /// A membership change made, for its Event.
 pub(in crate::controller) struct Change {

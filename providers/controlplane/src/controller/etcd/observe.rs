@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::jiff::Timestamp;
-use kubeadm_bootstrap::render::CertPem;
+use kubeadm_cluster::CertPem;
+
+use kubeadm_api::controlplane::conditions::reasons;
 
 use super::{ClusterKey, EtcdSessions};
 use crate::controller::Error;
@@ -31,9 +33,9 @@ impl Unobservable {
     /// The condition reason: a certificate problem needs a person; anything else may pass by itself.
     pub fn reason(&self) -> &'static str {
         if self.refusals.is_empty() {
-            "EtcdNotObservable"
+            reasons::ETCD_NOT_OBSERVABLE
         } else {
-            "EtcdCertificateRefused"
+            reasons::ETCD_CERTIFICATE_REFUSED
         }
     }
 

@@ -3,6 +3,10 @@
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kubeadm_api::controlplane::v1beta2::{EtcdSnapshotStatus, KubeadmControlPlane};
+use kubeadm_api::meta::{
+    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_SNAPSHOT_LABEL, ETCD_SNAPSHOT_SCHEDULE_ANNOTATION,
+    ETCD_SNAPSHOT_TARGET_ANNOTATION,
+};
 
 use super::{ClusterKey, EtcdView, Maintained, whole_seconds};
 use crate::controller::annotations::annotate_kcp;
@@ -21,14 +25,11 @@ pub(super) async fn snapshot(
     view: &EtcdView,
     now: Timestamp,
 ) -> Result<Option<Maintained>, Error> {
-    use etcd_maintenance::{
-        LAST_SNAPSHOT_ANNOTATION, SNAPSHOT_SCHEDULE_ANNOTATION, SNAPSHOT_TARGET_ANNOTATION,
-        SnapshotTarget,
-    };
+    use etcd_maintenance::SnapshotTarget;
     use kube::ResourceExt;
     let target = SnapshotTarget::resolve(
         kcp.annotations()
-            .get(SNAPSHOT_TARGET_ANNOTATION)
+            .get(ETCD_SNAPSHOT_TARGET_ANNOTATION)
             .map(String::as_str),
         ctx.settings.snapshot_dir.is_some(),
     )
@@ -36,16 +37,16 @@ pub(super) async fn snapshot(
     let Some(target) = target else {
         return Ok(None);
     };
-    let schedule = match kcp.annotations().get(SNAPSHOT_SCHEDULE_ANNOTATION) {
+    let schedule = match kcp.annotations().get(ETCD_SNAPSHOT_SCHEDULE_ANNOTATION) {
         None => Some(etcd_maintenance::DEFAULT_SNAPSHOT_SCHEDULE),
         Some(text) => DailyAt::parse(text).map_err(Error::Etcd)?,
     };
     let last = kcp
         .annotations()
-        .get(LAST_SNAPSHOT_ANNOTATION)
+        .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
         .and_then(|v| v.split_whitespace().next()?.parse::<Timestamp>().ok());
     if schedule.is_some() && last.is_none() {
-        annotate_kcp(ctx, kcp, LAST_SNAPSHOT_ANNOTATION, &now.to_string()).await?;
+        annotate_kcp(ctx, kcp, ETCD_LAST_SNAPSHOT_ANNOTATION, &now.to_string()).await?;
         return Ok(None);
     }
     if !etcd_maintenance::due(schedule, last, now) {
@@ -109,7 +110,7 @@ pub(super) async fn snapshot(
         let _ = tokio::fs::remove_file(dir.join(old)).await;
     }
     let record = format!("{now} {}", path.display());
-    annotate_kcp(ctx, kcp, LAST_SNAPSHOT_ANNOTATION, &record).await?;
+    annotate_kcp(ctx, kcp, ETCD_LAST_SNAPSHOT_ANNOTATION, &record).await?;
     Ok(Some(Maintained {
         note: format!("wrote etcd snapshot {} ({written} bytes)", path.display()),
         defragmentation: None,
@@ -140,10 +141,7 @@ async fn snapshot_to_secret(
     source_name: &str,
     revision: Option<i64>,
 ) -> Result<Maintained, Error> {
-    use etcd_maintenance::{
-        LAST_SNAPSHOT_ANNOTATION, SECRET_SNAPSHOT_LIMIT, SNAPSHOT_SECRET_KEY,
-        SNAPSHOT_SECRET_LABEL, SNAPSHOT_SECRET_TYPE,
-    };
+    use etcd_maintenance::{SECRET_SNAPSHOT_LIMIT, SNAPSHOT_SECRET_KEY, SNAPSHOT_SECRET_TYPE};
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{DeleteParams, ListParams, PostParams};
@@ -156,12 +154,12 @@ async fn snapshot_to_secret(
             "etcd snapshot of member {source_name} cannot be kept in a Secret: compressed, it exceeds \
              {SECRET_SNAPSHOT_LIMIT} bytes, more than a Secret holds; compact and defragment etcd, or take \
              snapshots to a volume (--etcd-snapshot-dir with the {} annotation set to \"dir\")",
-            etcd_maintenance::SNAPSHOT_TARGET_ANNOTATION
+            ETCD_SNAPSHOT_TARGET_ANNOTATION
         );
         annotate_kcp(
             ctx,
             kcp,
-            LAST_SNAPSHOT_ANNOTATION,
+            ETCD_LAST_SNAPSHOT_ANNOTATION,
             &format!("{now} refused"),
         )
         .await?;
@@ -185,16 +183,16 @@ async fn snapshot_to_secret(
         kubeadm_api::meta::CLUSTER_NAME_LABEL.to_owned(),
         cluster.clone(),
     );
-    labels.insert(SNAPSHOT_SECRET_LABEL.to_owned(), cluster.clone());
+    labels.insert(ETCD_SNAPSHOT_LABEL.to_owned(), cluster.clone());
     let mut annotations = std::collections::BTreeMap::new();
-    annotations.insert(format!("{SNAPSHOT_SECRET_LABEL}-size"), written.to_string());
+    annotations.insert(format!("{ETCD_SNAPSHOT_LABEL}-size"), written.to_string());
     annotations.insert(
-        format!("{SNAPSHOT_SECRET_LABEL}-member"),
+        format!("{ETCD_SNAPSHOT_LABEL}-member"),
         source_name.to_owned(),
     );
     if let Some(revision) = revision {
         annotations.insert(
-            format!("{SNAPSHOT_SECRET_LABEL}-revision"),
+            format!("{ETCD_SNAPSHOT_LABEL}-revision"),
             revision.to_string(),
         );
     }
@@ -219,7 +217,7 @@ async fn snapshot_to_secret(
         Err(e) => return Err(e.into()),
     }
     let listed = secrets
-        .list(&ListParams::default().labels(&format!("{SNAPSHOT_SECRET_LABEL}={cluster}")))
+        .list(&ListParams::default().labels(&format!("{ETCD_SNAPSHOT_LABEL}={cluster}")))
         .await?;
     let names: Vec<String> = listed
         .items
@@ -239,7 +237,7 @@ async fn snapshot_to_secret(
     annotate_kcp(
         ctx,
         kcp,
-        LAST_SNAPSHOT_ANNOTATION,
+        ETCD_LAST_SNAPSHOT_ANNOTATION,
         &format!("{now} {location}"),
     )
     .await?;

@@ -111,7 +111,7 @@ async fn create_machine(
 /// Before a machine joins: the permissions kubeadm's join relies on, and the workload cluster's
 /// `kubeadm-config` ClusterConfiguration in line with the spec (see [`crate::cluster_configuration`]).
 async fn update_cluster_configuration(cp: &ControlPlane<'_>, ctx: &Context) -> Result<(), Error> {
-    let facts = kubeadm_bootstrap::controller::cluster_facts(cp.cluster, &cp.desired.version);
+    let facts = kubeadm_bootstrap::render::ClusterFacts::of(cp.cluster, &cp.desired.version);
     let document = kubeadm_bootstrap::render::kubeadm::cluster_configuration_document(
         &cp.desired.init,
         &facts,

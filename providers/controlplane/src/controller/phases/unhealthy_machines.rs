@@ -1,6 +1,7 @@
 //! Applies [`crate::remediation::decide`]: deletes the machine to remediate and records the remediation
 //! on the control plane, or says on the machine's `OwnerRemediated` condition why it has to wait.
 
+use kubeadm_api::meta::REMEDIATION_IN_PROGRESS_ANNOTATION;
 use std::collections::BTreeMap;
 
 use kube::ResourceExt;
@@ -20,8 +21,8 @@ use crate::controller::scope::ControlPlane;
 use crate::controller::status::Report;
 use crate::controller::{Context, Error, WAIT};
 use crate::remediation::{
-    self, Decision, HEALTH_CHECK_SUCCEEDED_CONDITION, IN_PROGRESS_ANNOTATION,
-    MACHINE_DELETING_REASON, OWNER_REMEDIATED_CONDITION, RemediationData, Settings,
+    self, Decision, HEALTH_CHECK_SUCCEEDED_CONDITION, MACHINE_DELETING_REASON,
+    OWNER_REMEDIATED_CONDITION, RemediationData, Settings,
 };
 
 pub(super) async fn reconcile(
@@ -34,7 +35,7 @@ pub(super) async fn reconcile(
     let namespace = &cp.namespace;
     clear_recovered(ctx, namespace, gathered).await?;
 
-    let in_progress = match kcp.annotations().get(IN_PROGRESS_ANNOTATION) {
+    let in_progress = match kcp.annotations().get(REMEDIATION_IN_PROGRESS_ANNOTATION) {
         None => None,
         Some(value) => match RemediationData::parse(value) {
             Ok(data) if !remediation::is_stale(&data, &gathered.machines) => Some(data),
@@ -44,7 +45,7 @@ pub(super) async fn reconcile(
                 None
             }
             Err(e) => {
-                tracing::warn!("{IN_PROGRESS_ANNOTATION}: {e}; removed");
+                tracing::warn!("{REMEDIATION_IN_PROGRESS_ANNOTATION}: {e}; removed");
                 set_in_progress(ctx, kcp, None).await?;
                 None
             }
@@ -144,10 +145,11 @@ pub(in crate::controller) async fn in_progress_record(
 ) -> Result<Option<String>, Error> {
     let api: Api<KubeadmControlPlane> =
         Api::namespaced(ctx.client.clone(), &kcp.namespace().unwrap_or_default());
-    Ok(api
-        .get_opt(&kcp.name_any())
-        .await?
-        .and_then(|live| live.annotations().get(IN_PROGRESS_ANNOTATION).cloned()))
+    Ok(api.get_opt(&kcp.name_any()).await?.and_then(|live| {
+        live.annotations()
+            .get(REMEDIATION_IN_PROGRESS_ANNOTATION)
+            .cloned()
+    }))
 }
 
 /// Sets (`Some`) or removes (`None`) the in-progress record on the control plane.
@@ -162,7 +164,7 @@ pub(in crate::controller) async fn set_in_progress(
     annotate_object(
         &api,
         &kcp.name_any(),
-        IN_PROGRESS_ANNOTATION,
+        REMEDIATION_IN_PROGRESS_ANNOTATION,
         value.as_deref(),
     )
     .await?;

@@ -10,10 +10,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, PostParams};
-use kubeadm_bootstrap::certificates::{
-    self, CertError, CertKind, DEFAULT_CA_VALIDITY_DAYS, ca_cert_hash, lookup_or_generate,
+use kubeadm_cluster::certificates::{
+    self, CertError, CertKind, DEFAULT_CA_VALIDITY_DAYS, Generation, ca_cert_hash,
+    lookup_or_generate,
 };
-use kubeadm_bootstrap::render::{CertPem, ClusterCertificates};
+use kubeadm_cluster::{CertPem, ClusterCertificates};
 use testenv::ManagementPlane;
 
 const NAMESPACE: &str = "default";
@@ -69,7 +70,7 @@ async fn generates_the_four_secrets_once_then_reads_them() {
     let plane = ManagementPlane::start().await.expect("management plane");
     let client = plane.client().await.unwrap();
 
-    let err = lookup_or_generate(&client, NAMESPACE, "alpha", None, false, 0)
+    let err = lookup_or_generate(&client, NAMESPACE, "alpha", None)
         .await
         .unwrap_err();
     match &err {
@@ -88,9 +89,7 @@ async fn generates_the_four_secrets_once_then_reads_them() {
         &client,
         NAMESPACE,
         "alpha",
-        Some(owner("alpha-cp")),
-        true,
-        DEFAULT_CA_VALIDITY_DAYS,
+        Some(&generation(owner("alpha-cp"), DEFAULT_CA_VALIDITY_DAYS)),
     )
     .await
     .unwrap();
@@ -118,9 +117,7 @@ async fn generates_the_four_secrets_once_then_reads_them() {
         &client,
         NAMESPACE,
         "alpha",
-        Some(owner("alpha-cp")),
-        true,
-        0,
+        Some(&generation(owner("alpha-cp"), 0)),
     )
     .await
     .unwrap();
@@ -128,7 +125,7 @@ async fn generates_the_four_secrets_once_then_reads_them() {
         second, first,
         "a second call returns the stored certificates"
     );
-    let read_only = lookup_or_generate(&client, NAMESPACE, "alpha", None, false, 0)
+    let read_only = lookup_or_generate(&client, NAMESPACE, "alpha", None)
         .await
         .unwrap();
     assert_eq!(read_only, first);
@@ -155,9 +152,7 @@ async fn concurrent_calls_end_with_one_set_of_secrets() {
                 &client,
                 NAMESPACE,
                 "beta",
-                Some(owner(&format!("beta-cp-{i}"))),
-                true,
-                0,
+                Some(&generation(owner(&format!("beta-cp-{i}")), 0)),
             )
             .await
         }
@@ -255,7 +250,7 @@ async fn secrets_made_by_someone_else_are_read_not_replaced() {
     let before = stored(&client, "gamma").await;
     assert_eq!(before.len(), 2);
 
-    let err = lookup_or_generate(&client, NAMESPACE, "gamma", None, false, 0)
+    let err = lookup_or_generate(&client, NAMESPACE, "gamma", None)
         .await
         .unwrap_err();
     assert!(
@@ -268,9 +263,7 @@ async fn secrets_made_by_someone_else_are_read_not_replaced() {
         &client,
         NAMESPACE,
         "gamma",
-        Some(owner("gamma-cp")),
-        true,
-        0,
+        Some(&generation(owner("gamma-cp"), 0)),
     )
     .await
     .unwrap();
@@ -317,4 +310,14 @@ async fn secrets_made_by_someone_else_are_read_not_replaced() {
         ca_cert_hash(&certs.ca.cert).unwrap(),
         format!("sha256:{hex}")
     );
+}
+
+/// Missing Secrets generated with `validity_days`, owned by `owner`.
+fn generation(owner: OwnerReference, validity_days: u32) -> Generation {
+    Generation {
+        owner: Some(owner),
+        field_manager: "certificates-test",
+        validity_days,
+        algorithm: certificates::DEFAULT_KEY_ALGORITHM,
+    }
 }

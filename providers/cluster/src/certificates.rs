@@ -13,7 +13,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, PostParams};
-use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
+use kubeadm_api::bootstrap::v1beta2::{ClusterConfiguration, EncryptionAlgorithmType};
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose,
@@ -24,7 +24,21 @@ use time::OffsetDateTime;
 use x509_parser::pem::Pem;
 use x509_parser::prelude::{FromDer, SubjectPublicKeyInfo, X509Certificate};
 
-use crate::render::{CertPem, ClusterCertificates};
+/// A PEM certificate and its PEM private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertPem {
+    pub cert: String,
+    pub key: String,
+}
+
+/// The cluster CAs and the service-account key pair (`sa.cert` holds the public key PEM).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterCertificates {
+    pub ca: CertPem,
+    pub etcd: CertPem,
+    pub proxy: CertPem,
+    pub sa: CertPem,
+}
 
 /// Secret data key of the certificate (for [`CertKind::Sa`]: the public key).
 pub const TLS_CRT_KEY: &str = "tls.crt";
@@ -340,42 +354,48 @@ pub async fn lookup(
         })
 }
 
-/// Reads the four secrets; when some are missing and `generate` is true, creates the missing ones and returns
-/// the full set. Creating is create-if-absent: when another controller created a Secret first, its content
-/// is read and used, and an existing Secret is never overwritten. When `generate` is false and any is
-/// missing, returns [`CertError::Missing`] naming them.
-///
-/// `owner` becomes the controller owner of the Secrets this call creates.
+/// How missing certificate Secrets are made: the CA validity and key algorithm the `clusterConfiguration`
+/// asks for, and who creates them (the owner reference and field manager they carry).
+#[derive(Clone, Debug)]
+pub struct Generation {
+    pub owner: Option<OwnerReference>,
+    pub field_manager: &'static str,
+    pub validity_days: u32,
+    pub algorithm: EncryptionAlgorithmType,
+}
+
+impl Generation {
+    /// As `clusterConfiguration` asks (`caCertificateValidityPeriodDays`, `encryptionAlgorithm`), with
+    /// Cluster API's defaults.
+    pub fn of(
+        settings: &ClusterConfiguration,
+        owner: Option<OwnerReference>,
+        field_manager: &'static str,
+    ) -> Self {
+        Self {
+            owner,
+            field_manager,
+            validity_days: settings
+                .ca_certificate_validity_period_days
+                .and_then(|days| u32::try_from(days).ok())
+                .unwrap_or(DEFAULT_CA_VALIDITY_DAYS),
+            algorithm: settings
+                .encryption_algorithm
+                .unwrap_or(DEFAULT_KEY_ALGORITHM),
+        }
+    }
+}
+
+/// Reads the four secrets; when some are missing and `generate` is given, creates the missing ones as it
+/// says and returns the full set. Creating is create-if-absent: when another controller created a Secret
+/// first, its content is read and used, and an existing Secret is never overwritten. Without `generate`,
+/// any missing one is a [`CertError::Missing`] naming them. Existing Secrets are used whatever their key
+/// algorithm.
 pub async fn lookup_or_generate(
     client: &kube::Client,
     namespace: &str,
     cluster: &str,
-    owner: Option<OwnerReference>,
-    generate: bool,
-    validity_days: u32,
-) -> Result<ClusterCertificates, CertError> {
-    lookup_or_generate_with(
-        client,
-        namespace,
-        cluster,
-        owner,
-        generate,
-        validity_days,
-        DEFAULT_KEY_ALGORITHM,
-    )
-    .await
-}
-
-/// [`lookup_or_generate`] with the key algorithm of the Secrets it creates (`encryptionAlgorithm`).
-/// Existing Secrets are used whatever their algorithm.
-pub async fn lookup_or_generate_with(
-    client: &kube::Client,
-    namespace: &str,
-    cluster: &str,
-    owner: Option<OwnerReference>,
-    generate: bool,
-    validity_days: u32,
-    algorithm: EncryptionAlgorithmType,
+    generate: Option<&Generation>,
 ) -> Result<ClusterCertificates, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut found = BTreeMap::new();
@@ -388,24 +408,30 @@ pub async fn lookup_or_generate_with(
             None => missing.push(kind),
         }
     }
-    if !missing.is_empty() && !generate {
-        return Err(CertError::Missing {
-            namespace: namespace.to_owned(),
-            secrets: missing.iter().map(|k| k.secret_name(cluster)).collect(),
-        });
-    }
-    for kind in missing {
-        // RSA keys take up to seconds: off the async workers.
-        let pem =
-            tokio::task::spawn_blocking(move || generate_kind_with(kind, validity_days, algorithm))
-                .await
-                .map_err(|e| CertError::Generate {
-                    what: describe(kind).to_owned(),
-                    reason: e.to_string(),
-                })??;
-        let wanted = secret(cluster, namespace, kind, &pem, owner.clone());
-        let stored = create_or_read(&secrets, namespace, cluster, kind, &wanted, pem).await?;
-        found.insert(kind, stored);
+    if !missing.is_empty() {
+        let Some(generation) = generate else {
+            return Err(CertError::Missing {
+                namespace: namespace.to_owned(),
+                secrets: missing.iter().map(|k| k.secret_name(cluster)).collect(),
+            });
+        };
+        for kind in missing {
+            let (validity_days, algorithm) = (generation.validity_days, generation.algorithm);
+            // RSA keys take up to seconds: off the async workers.
+            let pem = tokio::task::spawn_blocking(move || {
+                generate_kind_with(kind, validity_days, algorithm)
+            })
+            .await
+            .map_err(|e| CertError::Generate {
+                what: describe(kind).to_owned(),
+                reason: e.to_string(),
+            })??;
+            let wanted = secret(cluster, namespace, kind, &pem, generation.owner.clone());
+            let manager = generation.field_manager;
+            let stored =
+                create_or_read(&secrets, manager, namespace, cluster, kind, &wanted, pem).await?;
+            found.insert(kind, stored);
+        }
     }
 
     let mut take = |kind| found.remove(&kind).expect("every kind was read or created");
@@ -420,6 +446,7 @@ pub async fn lookup_or_generate_with(
 /// Creates `wanted` unless the Secret exists; returns what the Secret holds afterwards.
 async fn create_or_read(
     secrets: &Api<Secret>,
+    field_manager: &str,
     namespace: &str,
     cluster: &str,
     kind: CertKind,
@@ -428,7 +455,7 @@ async fn create_or_read(
 ) -> Result<CertPem, CertError> {
     let name = kind.secret_name(cluster);
     let params = PostParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        field_manager: Some(field_manager.to_owned()),
         ..PostParams::default()
     };
     // A Secret deleted between our failed create and our read is created on the next attempt.
@@ -607,6 +634,133 @@ fn check_private_key(text: &str, what: &str) -> Result<(), CertError> {
         });
     }
     Ok(())
+}
+
+/// The CA's private key as a signing key. ring reads PKCS#8 only; the PKCS#1 (RSA) and SEC1 (EC) keys that
+/// other tools write are wrapped into PKCS#8 first.
+pub fn signing_key(pem_text: &str) -> Result<KeyPair, String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem_text.as_bytes())
+        .map_err(|e| format!("tls.key is not PEM: {e}"))?;
+    let pkcs8 = match pem.label.as_str() {
+        "PRIVATE KEY" => pem.contents.clone(),
+        "RSA PRIVATE KEY" => pkcs8_wrap(RSA_ALGORITHM, &pem.contents),
+        "EC PRIVATE KEY" => pkcs8_wrap(sec1_algorithm(&pem.contents)?, &pem.contents),
+        other => {
+            return Err(format!(
+                "tls.key holds a {other:?} block, not a private key"
+            ));
+        }
+    };
+    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(pkcs8);
+    let algorithm = [
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        &rcgen::PKCS_ECDSA_P384_SHA384,
+        &rcgen::PKCS_RSA_SHA256,
+        &rcgen::PKCS_ED25519,
+    ];
+    algorithm
+        .into_iter()
+        .find_map(|alg| KeyPair::from_pkcs8_der_and_sign_algo(&der, alg).ok())
+        .ok_or_else(|| "tls.key is not an ECDSA P-256/P-384, RSA or Ed25519 key".to_owned())
+}
+
+/// DER of AlgorithmIdentifier { rsaEncryption, NULL }.
+const RSA_ALGORITHM: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00,
+];
+/// DER of AlgorithmIdentifier { id-ecPublicKey, prime256v1 }.
+const P256_ALGORITHM: &[u8] = &[
+    0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48,
+    0xce, 0x3d, 0x03, 0x01, 0x07,
+];
+
+/// DER of AlgorithmIdentifier { id-ecPublicKey, secp384r1 }.
+const P384_ALGORITHM: &[u8] = &[
+    0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81, 0x04,
+    0x00, 0x22,
+];
+/// OID contents of prime256v1 and secp384r1.
+const P256_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+const P384_OID: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
+
+/// The PKCS#8 algorithm of a SEC1 `ECPrivateKey`: its curve is named in the optional `[0] parameters`,
+/// else told by the length of the private key (32 bytes P-256, 48 bytes P-384).
+fn sec1_algorithm(der: &[u8]) -> Result<&'static [u8], String> {
+    let unreadable =
+        || "tls.key is an EC PRIVATE KEY block that is not a SEC1 ECPrivateKey".to_owned();
+    let (tag, body, _) = der_item(der).ok_or_else(unreadable)?;
+    if tag != 0x30 {
+        return Err(unreadable());
+    }
+    let mut rest = body;
+    let mut private_len = None;
+    while !rest.is_empty() {
+        let (tag, content, next) = der_item(rest).ok_or_else(unreadable)?;
+        match tag {
+            0x04 => private_len = Some(content.len()),
+            0xa0 => {
+                let (oid_tag, oid, _) = der_item(content).ok_or_else(unreadable)?;
+                return match (oid_tag, oid) {
+                    (0x06, P256_OID) => Ok(P256_ALGORITHM),
+                    (0x06, P384_OID) => Ok(P384_ALGORITHM),
+                    _ => Err("tls.key is an EC key on a curve other than P-256 or P-384".into()),
+                };
+            }
+            _ => {}
+        }
+        rest = next;
+    }
+    match private_len {
+        Some(32) => Ok(P256_ALGORITHM),
+        Some(48) => Ok(P384_ALGORITHM),
+        _ => Err("tls.key is an EC key on a curve other than P-256 or P-384".into()),
+    }
+}
+
+/// One DER item: tag, contents and the bytes after it.
+fn der_item(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 || rest.len() < count {
+            return None;
+        }
+        let len = rest[..count]
+            .iter()
+            .fold(0usize, |len, &b| (len << 8) | usize::from(b));
+        (len, &rest[count..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
+
+/// PrivateKeyInfo { version 0, algorithm, OCTET STRING key }.
+fn pkcs8_wrap(algorithm: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut body = vec![0x02, 0x01, 0x00];
+    body.extend_from_slice(algorithm);
+    body.push(0x04);
+    der_length(key.len(), &mut body);
+    body.extend_from_slice(key);
+    let mut out = vec![0x30];
+    der_length(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn der_length(len: usize, out: &mut Vec<u8>) {
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes: Vec<u8> = len
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|b| *b == 0)
+            .collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend_from_slice(&bytes);
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 //! Secret chooses what the kubeconfig says, so only self-contained kubeconfigs are accepted: no exec or
 //! auth-provider plugins and no file paths, which would run commands or read files in this controller.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
@@ -53,15 +56,25 @@ impl WorkloadError {
     }
 }
 
-/// A client for the workload cluster `cluster`, from its kubeconfig Secret in `namespace`.
+/// A client for the workload cluster `cluster`, from its kubeconfig Secret in `namespace` (uncached; see
+/// [`WorkloadClients`]).
 pub async fn client(
     management: &kube::Client,
     namespace: &str,
     cluster: &str,
 ) -> Result<kube::Client, WorkloadError> {
+    let secret = read_secret(management, namespace, cluster).await?;
+    client_from_secret(&secret, namespace, cluster).await
+}
+
+async fn read_secret(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Secret, WorkloadError> {
     let name = kubeconfig_secret_name(cluster);
     let secrets: Api<Secret> = Api::namespaced(management.clone(), namespace);
-    let secret = secrets
+    secrets
         .get_opt(&name)
         .await
         .map_err(|source| WorkloadError::Read {
@@ -72,8 +85,7 @@ pub async fn client(
         .ok_or_else(|| WorkloadError::SecretMissing {
             namespace: namespace.to_owned(),
             name: name.clone(),
-        })?;
-    client_from_secret(&secret, namespace, cluster).await
+        })
 }
 
 /// A client for the workload cluster `cluster` from its kubeconfig Secret, already read (callers that cache
@@ -104,6 +116,54 @@ pub async fn client_from_secret(
         .await
         .map_err(|e| unparseable(describe(&e)))?;
     kube::Client::try_from(config).map_err(|e| unparseable(format!("cannot build a client: {e}")))
+}
+
+/// Workload clients by (namespace, cluster), each kept with the resourceVersion of the kubeconfig Secret it
+/// was built from and rebuilt when the Secret changes: building a client parses the kubeconfig and sets up
+/// TLS, which a reconcile should not repeat.
+#[derive(Default)]
+pub struct WorkloadClients(Mutex<HashMap<(String, String), (String, kube::Client)>>);
+
+impl WorkloadClients {
+    /// The client for `cluster`, reading its kubeconfig Secret to see whether the cached one still holds.
+    pub async fn get(
+        &self,
+        management: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<kube::Client, WorkloadError> {
+        let secret = read_secret(management, namespace, cluster).await?;
+        self.client_for(&secret, namespace, cluster).await
+    }
+
+    /// The client for the cluster whose kubeconfig Secret is `secret`, already read.
+    pub async fn client_for(
+        &self,
+        secret: &Secret,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<kube::Client, WorkloadError> {
+        let version = secret.metadata.resource_version.clone().unwrap_or_default();
+        let key = (namespace.to_owned(), cluster.to_owned());
+        if let Some((cached, client)) = self.lock().get(&key)
+            && *cached == version
+        {
+            return Ok(client.clone());
+        }
+        let client = client_from_secret(secret, namespace, cluster).await?;
+        self.lock().insert(key, (version, client.clone()));
+        Ok(client)
+    }
+
+    /// Drops the client of a cluster that is gone.
+    pub fn forget(&self, namespace: &str, cluster: &str) {
+        self.lock()
+            .remove(&(namespace.to_owned(), cluster.to_owned()));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), (String, kube::Client)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Refuses kubeconfigs that would make this controller run a command or read a local file.

@@ -4,18 +4,17 @@
 
 use std::collections::BTreeMap;
 
+use crate::CertPem;
+use crate::certificates::{generate_key, signing_key};
+use crate::workload::{KUBECONFIG_KEY, kubeconfig_secret_name};
 use base64::Engine as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE};
-use kubeadm_bootstrap::certificates::generate_key;
-use kubeadm_bootstrap::render::CertPem;
-use kubeadm_bootstrap::workload::{KUBECONFIG_KEY, kubeconfig_secret_name};
 use rcgen::{
-    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
-    KeyUsagePurpose,
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyUsagePurpose,
 };
 use time::{Duration, OffsetDateTime};
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -144,133 +143,6 @@ fn issue_admin_certificate(
     })
 }
 
-/// The CA's private key as a signing key. ring reads PKCS#8 only; the PKCS#1 (RSA) and SEC1 (EC) keys that
-/// other tools write are wrapped into PKCS#8 first.
-pub(crate) fn signing_key(pem_text: &str) -> Result<KeyPair, String> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem_text.as_bytes())
-        .map_err(|e| format!("tls.key is not PEM: {e}"))?;
-    let pkcs8 = match pem.label.as_str() {
-        "PRIVATE KEY" => pem.contents.clone(),
-        "RSA PRIVATE KEY" => pkcs8_wrap(RSA_ALGORITHM, &pem.contents),
-        "EC PRIVATE KEY" => pkcs8_wrap(sec1_algorithm(&pem.contents)?, &pem.contents),
-        other => {
-            return Err(format!(
-                "tls.key holds a {other:?} block, not a private key"
-            ));
-        }
-    };
-    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(pkcs8);
-    let algorithm = [
-        &rcgen::PKCS_ECDSA_P256_SHA256,
-        &rcgen::PKCS_ECDSA_P384_SHA384,
-        &rcgen::PKCS_RSA_SHA256,
-        &rcgen::PKCS_ED25519,
-    ];
-    algorithm
-        .into_iter()
-        .find_map(|alg| KeyPair::from_pkcs8_der_and_sign_algo(&der, alg).ok())
-        .ok_or_else(|| "tls.key is not an ECDSA P-256/P-384, RSA or Ed25519 key".to_owned())
-}
-
-/// DER of AlgorithmIdentifier { rsaEncryption, NULL }.
-const RSA_ALGORITHM: &[u8] = &[
-    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00,
-];
-/// DER of AlgorithmIdentifier { id-ecPublicKey, prime256v1 }.
-const P256_ALGORITHM: &[u8] = &[
-    0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48,
-    0xce, 0x3d, 0x03, 0x01, 0x07,
-];
-
-/// DER of AlgorithmIdentifier { id-ecPublicKey, secp384r1 }.
-const P384_ALGORITHM: &[u8] = &[
-    0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81, 0x04,
-    0x00, 0x22,
-];
-/// OID contents of prime256v1 and secp384r1.
-const P256_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
-const P384_OID: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
-
-/// The PKCS#8 algorithm of a SEC1 `ECPrivateKey`: its curve is named in the optional `[0] parameters`,
-/// else told by the length of the private key (32 bytes P-256, 48 bytes P-384).
-fn sec1_algorithm(der: &[u8]) -> Result<&'static [u8], String> {
-    let unreadable =
-        || "tls.key is an EC PRIVATE KEY block that is not a SEC1 ECPrivateKey".to_owned();
-    let (tag, body, _) = der_item(der).ok_or_else(unreadable)?;
-    if tag != 0x30 {
-        return Err(unreadable());
-    }
-    let mut rest = body;
-    let mut private_len = None;
-    while !rest.is_empty() {
-        let (tag, content, next) = der_item(rest).ok_or_else(unreadable)?;
-        match tag {
-            0x04 => private_len = Some(content.len()),
-            0xa0 => {
-                let (oid_tag, oid, _) = der_item(content).ok_or_else(unreadable)?;
-                return match (oid_tag, oid) {
-                    (0x06, P256_OID) => Ok(P256_ALGORITHM),
-                    (0x06, P384_OID) => Ok(P384_ALGORITHM),
-                    _ => Err("tls.key is an EC key on a curve other than P-256 or P-384".into()),
-                };
-            }
-            _ => {}
-        }
-        rest = next;
-    }
-    match private_len {
-        Some(32) => Ok(P256_ALGORITHM),
-        Some(48) => Ok(P384_ALGORITHM),
-        _ => Err("tls.key is an EC key on a curve other than P-256 or P-384".into()),
-    }
-}
-
-/// One DER item: tag, contents and the bytes after it.
-fn der_item(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = der.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 || rest.len() < count {
-            return None;
-        }
-        let len = rest[..count]
-            .iter()
-            .fold(0usize, |len, &b| (len << 8) | usize::from(b));
-        (len, &rest[count..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
-}
-
-/// PrivateKeyInfo { version 0, algorithm, OCTET STRING key }.
-fn pkcs8_wrap(algorithm: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut body = vec![0x02, 0x01, 0x00];
-    body.extend_from_slice(algorithm);
-    body.push(0x04);
-    der_length(key.len(), &mut body);
-    body.extend_from_slice(key);
-    let mut out = vec![0x30];
-    der_length(body.len(), &mut out);
-    out.extend_from_slice(&body);
-    out
-}
-
-fn der_length(len: usize, out: &mut Vec<u8>) {
-    if len < 0x80 {
-        out.push(len as u8);
-    } else {
-        let bytes: Vec<u8> = len
-            .to_be_bytes()
-            .into_iter()
-            .skip_while(|b| *b == 0)
-            .collect();
-        out.push(0x80 | bytes.len() as u8);
-        out.extend_from_slice(&bytes);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,11 +204,8 @@ mod tests {
 
     #[test]
     fn admin_kubeconfig_is_signed_by_our_ca() {
-        let ca = kubeadm_bootstrap::certificates::generate_kind(
-            kubeadm_bootstrap::certificates::CertKind::Ca,
-            3650,
-        )
-        .unwrap();
+        let ca =
+            crate::certificates::generate_kind(crate::certificates::CertKind::Ca, 3650).unwrap();
         let now = OffsetDateTime::now_utc();
         let secret = secret(
             "prod",
