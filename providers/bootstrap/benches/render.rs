@@ -3,7 +3,7 @@
 //! Renders the realistic test fixture for every role x format x kubeadm API a fixed number of times and
 //! prints the mean time per render and the output size. Numbers, not assertions: compare runs by eye.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common.rs"]
 mod common;
 
 use std::hint::black_box;

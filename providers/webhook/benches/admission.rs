@@ -6,7 +6,7 @@
 //!
 //! `cargo bench -p kubeadm-webhook --bench admission`
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/integration/support.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! the controller's client certificate. Each becomes a condition that names the member and the cause, and
 //! no membership change or scaling happens until the fault is cleared.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! 2.3.0, and our Container Linux Config transpiler gives the same config as Flatcar's, or refuses what
 //! it refuses, with and without `strict`.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::PathBuf;

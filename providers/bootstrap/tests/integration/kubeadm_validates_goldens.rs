@@ -3,7 +3,7 @@
 //! releases the current kubeadm no longer deploys). A golden it refuses fails the tests. The provider
 //! template test validates v1beta4 configurations of every template shape the same way.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

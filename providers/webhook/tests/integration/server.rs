@@ -1,7 +1,7 @@
 //! The webhook server over real HTTPS on 127.0.0.1: reviews, refusals, certificate rotation, TLS 1.2,
 //! shutdown.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -37,7 +37,7 @@ const DELIBERATE_REFUSALS: [&str; 2] = [
 
 #[test]
 fn substitution_matches_clusterctl_on_every_oracle_case() {
-    let fixture = include_str!("fixtures/envsubst-oracle.jsonl");
+    let fixture = include_str!("../fixtures/envsubst-oracle.jsonl");
     let mut compared = 0;
     let mut refused = 0;
     let mut both_failed = 0;

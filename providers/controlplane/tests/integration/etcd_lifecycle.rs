@@ -5,7 +5,7 @@
 //! keep working throughout. Every test runs on etcd 3.4 and on the current release (`etcd_3_4::…`,
 //! `etcd_current::…`).
 
-mod common;
+use crate::common;
 
 use kubeadm_api::meta::{
     CLEANUP_HOOK_ANNOTATION, ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_LAST_DEFRAG_ANNOTATION,

@@ -1,7 +1,7 @@
 //! The renderer's rules: specs it refuses (one test per rule, each checking that the error names the
 //! field), and small behaviours the goldens do not isolate.
 
-mod common;
+use crate::common;
 
 use kubeadm_api::bootstrap::v1beta2::{
     File, FileContentFormat, FileSource, Format, JoinControlPlane, KubeadmConfigSpec,

@@ -5,7 +5,7 @@
 //! kubeadm 1.20 (what `hack/install-testenv.sh` builds) reads only config v1beta2 and spells the flag
 //! `--experimental-patches`; the patch file format and naming rules are the same as in later releases.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

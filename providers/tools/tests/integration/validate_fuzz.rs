@@ -4,7 +4,7 @@
 use kubeadm_tools::validate::check_documents;
 use proptest::prelude::*;
 
-const TEMPLATE: &str = include_str!("fixtures/cluster-template.yaml");
+const TEMPLATE: &str = include_str!("../fixtures/cluster-template.yaml");
 const GROUPS: [&str; 2] = [
     kubeadm_api::bootstrap::GROUP,
     kubeadm_api::controlplane::GROUP,

@@ -9,7 +9,7 @@
 //! bootstrap manager binary is built next to `controlplane-manager` (cargo builds only the binaries of
 //! the package under test).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The manager arguments the clusterctl components put in each Deployment, with every variable at its
 //! default, are accepted by the real binaries (clap parses and checks every flag before `--help`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

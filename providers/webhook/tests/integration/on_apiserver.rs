@@ -2,7 +2,7 @@
 //! CRDs, pointed at the server by URL instead of through a Service, admit, default, refuse scaling
 //! and convert as the API server sees it.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! `bootstrap-manager render` as a process, on the spec fixture.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! Golden outputs: every role × output format × kubeadm API version, rendered from one realistic spec.
 //! Review changes as diffs of `tests/golden/`; `UPDATE_GOLDEN=1 cargo test` rewrites the files.
 
-mod common;
+use crate::common;
 
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
 use kubeadm_bootstrap::render::Role;

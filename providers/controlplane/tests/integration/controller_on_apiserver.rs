@@ -1,7 +1,7 @@
 //! The KubeadmControlPlane controller against a real kube-apiserver, with a small stand-in for core Cluster
 //! API (see `common`). etcd is external here; `etcd_lifecycle` covers stacked etcd.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

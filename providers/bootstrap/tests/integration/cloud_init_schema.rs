@@ -1,6 +1,6 @@
 //! Every golden cloud-config must pass `cloud-init schema`, the check cloud-init itself applies at boot.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

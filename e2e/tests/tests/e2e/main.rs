@@ -1,0 +1,14 @@
+//! End-to-end scenarios: both managers as processes, simulated machines running real etcd and kube-apiserver.
+//!
+//! One binary for all of them: every test binary links all the dependencies again, which costs
+//! minutes and gigabytes on a small machine.
+
+mod chaos;
+mod cluster_class;
+mod clusterctl;
+mod clusterctl_move;
+mod clusterctl_upgrade;
+mod peer;
+mod quickstart;
+mod scenarios;
+mod template;
