@@ -34,7 +34,7 @@ e2e: testenv ## End-to-end scenarios: both managers as processes, simulated mach
 testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
 	hack/install-testenv.sh
 
-manifests: ## Regenerate config/{crd/bases,webhook,certmanager,rbac,manager,default} and e2e/config/crd from the Rust types
+manifests: ## Regenerate config/{crd/bases,webhook,certmanager,rbac,manager,default}, e2e/config/crd and the reference pages on annotations, conditions and Events from the Rust types
 	$(CARGO) run -q -p xtask -- crdgen .
 
 check-manifests: ## Fail when generated manifests are stale

@@ -1,15 +1,16 @@
 //! `xtask crdgen`: the manifests generated from the Rust types: `config/crd/bases/` (the CRDs we
 //! ship), `config/webhook/` and `config/certmanager/` (webhook configurations, Service, serving
 //! certificate), `config/rbac/`, `config/manager/` and `config/default/` (per provider: RBAC, manager
-//! Deployment, assembled clusterctl components) and `e2e/config/crd/` (the core Cluster API subset
-//! tests install).
+//! Deployment, assembled clusterctl components), `e2e/config/crd/` (the core Cluster API subset
+//! tests install) and the reference pages on labels, annotations, conditions and Events
+//! (`docs/src/reference/`, from `xtask/reference/` and the constants).
 
 use std::path::Path;
 
 use kubeadm_api::crd;
 
 use crate::generated::kustomization;
-use crate::{components, webhook};
+use crate::{components, reference, webhook};
 
 /// Every generated file, as `(path from the repository root, content)`.
 pub fn files() -> Vec<(String, String)> {
@@ -30,6 +31,7 @@ pub fn files() -> Vec<(String, String)> {
     }
     files.extend(webhook::files());
     files.extend(components::config_files());
+    files.extend(reference::files());
     files
 }
 

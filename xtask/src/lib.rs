@@ -7,5 +7,6 @@
 pub mod components;
 pub mod crdgen;
 pub mod generated;
+pub mod reference;
 pub mod release;
 pub mod webhook;

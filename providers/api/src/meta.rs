@@ -124,20 +124,76 @@ pub const ETCD_SNAPSHOT_TARGET_ANNOTATION: &str =
     "controlplane.cluster.x-k8s.io/etcd-snapshot-target";
 /// Label on every snapshot Secret (value: the cluster name), so that they can be listed and pruned.
 pub const ETCD_SNAPSHOT_LABEL: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
+/// Annotations on a snapshot Secret: uncompressed bytes, the member it was taken from, its revision.
+pub const ETCD_SNAPSHOT_SIZE_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot-size";
+pub const ETCD_SNAPSHOT_MEMBER_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-snapshot-member";
+pub const ETCD_SNAPSHOT_REVISION_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-snapshot-revision";
+/// Type of the Secrets that hold etcd snapshots.
+pub const ETCD_SNAPSHOT_SECRET_TYPE: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
 /// Type of Secrets written by Cluster API providers.
 pub const CLUSTER_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
+/// Finalizer on the KubeadmControlPlane, removed once every control-plane Machine is gone.
+pub const CONTROL_PLANE_FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+/// The label and the `NoSchedule` taint kubeadm puts on control-plane Nodes.
+pub const CONTROL_PLANE_NODE_ROLE: &str = "node-role.kubernetes.io/control-plane";
+/// Taint (`NoSchedule`) on joining worker Nodes until Cluster API has synced their labels.
+pub const UNINITIALIZED_TAINT: &str = "node.cluster.x-k8s.io/uninitialized";
+/// The label clusterctl uses to tell which provider an object belongs to.
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+/// Label of ClusterRoles whose rules the control-plane manager gets through its aggregated role. It is
+/// the label Cluster API's own control-plane provider selects, so a ClusterRole written for it (e.g.
+/// for an infrastructure provider outside `infrastructure.cluster.x-k8s.io`) serves ours unchanged.
+pub const CONTROLPLANE_AGGREGATION_LABEL: &str =
+    "kubeadm.controlplane.cluster.x-k8s.io/aggregate-to-manager";
+
+/// Status of a condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<bool> for ConditionStatus {
+    fn from(ok: bool) -> Self {
+        if ok {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
+    }
+}
+
+impl PartialEq<ConditionStatus> for String {
+    fn eq(&self, other: &ConditionStatus) -> bool {
+        self == other.as_str()
+    }
+}
 
 /// Sets condition `type_` in a v1beta2 condition list (a `metav1.Condition` list), keeping its last
 /// transition time when the status does not change.
 pub fn set_condition(
     conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     type_: &str,
-    status: &str,
+    status: impl Into<ConditionStatus>,
     reason: &str,
     message: &str,
     generation: Option<i64>,
 ) {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    let status = status.into().as_str();
     let now = || Time(k8s_openapi::jiff::Timestamp::now());
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) if c.status == status && c.reason == reason && c.message == message => {

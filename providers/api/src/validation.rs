@@ -303,7 +303,7 @@ fn annotations_size(annotations: &BTreeMap<String, String>) -> usize {
 /// Cluster API, the node lifecycle controller or cloud providers set themselves.
 pub(crate) fn validate_machine_taints(taints: &[MachineTaint], path: &str) -> Vec<FieldError> {
     const CAPI_RESERVED: [&str; 2] = [
-        "node.cluster.x-k8s.io/uninitialized",
+        crate::meta::UNINITIALIZED_TAINT,
         "node.cluster.x-k8s.io/outdated-revision",
     ];
     let mut errors = Vec::new();

@@ -18,7 +18,7 @@ pub const DEFAULT_SNAPSHOT_SCHEDULE: DailyAt = DailyAt { hour: 3, minute: 0 };
 /// Key of the gzip-compressed snapshot in a snapshot Secret.
 pub const SNAPSHOT_SECRET_KEY: &str = "snapshot.db.gz";
 /// Type of snapshot Secrets.
-pub const SNAPSHOT_SECRET_TYPE: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
+pub use kubeadm_api::meta::ETCD_SNAPSHOT_SECRET_TYPE as SNAPSHOT_SECRET_TYPE;
 /// Most compressed bytes a snapshot Secret takes: the API server refuses Secrets whose data exceed
 /// 1 MiB; a little is left for the object's other parts.
 pub const SECRET_SNAPSHOT_LIMIT: usize = 1024 * 1024 - 4 * 1024;

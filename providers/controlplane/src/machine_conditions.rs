@@ -12,8 +12,9 @@ use crate::up_to_date::Outdated;
 pub use kubeadm_api::controlplane::conditions::machine::{
     ETCD_MEMBER_HEALTHY, NODE_KUBEADM_LABELS_AND_TAINTS_SET, UP_TO_DATE,
 };
-/// The label and the `NoSchedule` taint kubeadm puts on control-plane Nodes.
-pub const CONTROL_PLANE_NODE_ROLE: &str = "node-role.kubernetes.io/control-plane";
+use kubeadm_api::controlplane::conditions::reasons;
+pub use kubeadm_api::meta::CONTROL_PLANE_NODE_ROLE;
+use kubeadm_api::meta::ConditionStatus::{self, False, True, Unknown};
 
 /// The readiness gates of a control-plane Machine: the conditions this provider reports (the etcd ones
 /// only with stacked etcd), then the template's own, each once.
@@ -51,13 +52,13 @@ pub fn readiness_gates(
 /// A condition's status, reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConditionValue {
-    pub status: &'static str,
+    pub status: ConditionStatus,
     pub reason: &'static str,
     pub message: String,
 }
 
 impl ConditionValue {
-    fn new(status: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: ConditionStatus, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             reason,
@@ -75,17 +76,17 @@ pub fn up_to_date(
 ) -> ConditionValue {
     if !outdated.is_empty() {
         let lines: Vec<String> = outdated.iter().map(|o| format!("* {o}")).collect();
-        return ConditionValue::new("False", "NotUpToDate", lines.join("\n"));
+        return ConditionValue::new(False, reasons::NOT_UP_TO_DATE, lines.join("\n"));
     }
     match (kubelet_version, version) {
         (Some(kubelet), Some(version)) if !kubelet.is_empty() && kubelet != version => {
             ConditionValue::new(
-                "False",
-                "Updating",
+                False,
+                reasons::UPDATING,
                 format!("* Node.status.nodeInfo.kubeletVersion {kubelet}, {version} required"),
             )
         }
-        _ => ConditionValue::new("True", "UpToDate", ""),
+        _ => ConditionValue::new(True, reasons::UP_TO_DATE, ""),
     }
 }
 
@@ -134,14 +135,14 @@ pub fn labels_and_taints(
 ) -> ConditionValue {
     let Some(node) = node else {
         return ConditionValue::new(
-            "Unknown",
-            "InspectionFailed",
+            Unknown,
+            reasons::INSPECTION_FAILED,
             format!("Node {node_name} does not exist"),
         );
     };
     let taint = format!("{CONTROL_PLANE_NODE_ROLE}:NoSchedule");
     let message = match (node.labelled, taint_expected && !node.tainted) {
-        (true, false) => return ConditionValue::new("True", "Set", ""),
+        (true, false) => return ConditionValue::new(True, reasons::SET, ""),
         (false, true) => {
             format!(
                 "Node {node_name} does not have the {CONTROL_PLANE_NODE_ROLE} label and the {taint} taint"
@@ -152,7 +153,7 @@ pub fn labels_and_taints(
         }
         (true, true) => format!("Node {node_name} does not have the {taint} taint"),
     };
-    ConditionValue::new("False", "NotSet", message)
+    ConditionValue::new(False, reasons::NOT_SET, message)
 }
 
 #[cfg(test)]
@@ -208,25 +209,25 @@ mod tests {
             Outdated::RolloutAfter,
         ];
         let value = up_to_date(&outdated, Some("v1.33.1"), Some("v1.33.1"));
-        assert_eq!((value.status, value.reason), ("False", "NotUpToDate"));
+        assert_eq!((value.status, value.reason), (False, "NotUpToDate"));
         assert_eq!(
             value.message,
             "* version v1.33.1, v1.34.4 required\n* spec.rollout.after has passed"
         );
         let updating = up_to_date(&[], Some("v1.33.1"), Some("v1.34.4"));
-        assert_eq!((updating.status, updating.reason), ("False", "Updating"));
+        assert_eq!((updating.status, updating.reason), (False, "Updating"));
         assert_eq!(
             updating.message,
             "* Node.status.nodeInfo.kubeletVersion v1.33.1, v1.34.4 required"
         );
         assert_eq!(
             up_to_date(&[], None, Some("v1.34.4")).status,
-            "True",
+            True,
             "no node yet"
         );
         assert_eq!(
             up_to_date(&[], Some("v1.34.4"), Some("v1.34.4")),
-            ConditionValue::new("True", "UpToDate", "")
+            ConditionValue::new(True, "UpToDate", "")
         );
     }
 
@@ -267,10 +268,10 @@ mod tests {
             labelled: true,
             tainted: true,
         };
-        assert_eq!(labels_and_taints("n1", Some(both), true).status, "True");
+        assert_eq!(labels_and_taints("n1", Some(both), true).status, True);
         let bare = NodeRole::default();
         let value = labels_and_taints("n1", Some(bare), true);
-        assert_eq!((value.status, value.reason), ("False", "NotSet"));
+        assert_eq!((value.status, value.reason), (False, "NotSet"));
         assert_eq!(
             value.message,
             "Node n1 does not have the node-role.kubernetes.io/control-plane label and the node-role.kubernetes.io/control-plane:NoSchedule taint"
@@ -281,7 +282,7 @@ mod tests {
         };
         assert_eq!(
             labels_and_taints("n1", Some(untainted), false).status,
-            "True",
+            True,
             "no taint asked for"
         );
         assert_eq!(
@@ -291,7 +292,7 @@ mod tests {
         let missing = labels_and_taints("n1", None, true);
         assert_eq!(
             (missing.status, missing.reason),
-            ("Unknown", "InspectionFailed")
+            (Unknown, "InspectionFailed")
         );
     }
 }

@@ -2,7 +2,8 @@
 //! Event never fails or repeats a reconcile (Events are for people).
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kubeadm_api::events::{EventReason, Severity};
 use kubeadm_api::rbac::Rule;
 
 /// What [`publish`] needs: kube-runtime's recorder writes with the events.k8s.io API, creating an Event
@@ -26,6 +27,31 @@ pub async fn publish(recorder: &Recorder, regarding: &ObjectReference, mut event
             error = %e,
             "cannot record event"
         );
+    }
+}
+
+/// The Event `reason` names, published with `action` (one of the reason's) and `note`, about `secondary`
+/// when given.
+pub fn event(
+    reason: &EventReason,
+    action: &str,
+    note: String,
+    secondary: Option<ObjectReference>,
+) -> Event {
+    debug_assert!(
+        reason.actions.contains(&action),
+        "{action} is not an action of {}",
+        reason.reason
+    );
+    Event {
+        type_: match reason.severity {
+            Severity::Normal => EventType::Normal,
+            Severity::Warning => EventType::Warning,
+        },
+        reason: reason.reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary,
     }
 }
 

@@ -29,8 +29,7 @@ use serde_json::{Value, json};
 use crate::generated::{HEADER, documents, kustomization, to_value};
 use crate::webhook::{self, ISSUER_NAME, SERVING_CERT_NAME, SERVING_CERT_SECRET};
 
-/// The label clusterctl uses to tell which provider an object belongs to.
-pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+pub use kubeadm_api::meta::PROVIDER_LABEL;
 
 /// The release version: `v` + the workspace version.
 pub fn version() -> String {

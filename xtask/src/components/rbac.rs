@@ -33,11 +33,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 
-/// Label of ClusterRoles whose rules the control-plane manager gets through its aggregated role. It is
-/// the label Cluster API's own control-plane provider selects, so a ClusterRole written for it (e.g.
-/// for an infrastructure provider outside `infrastructure.cluster.x-k8s.io`) serves ours unchanged.
-pub const CONTROLPLANE_AGGREGATION_LABEL: &str =
-    "kubeadm.controlplane.cluster.x-k8s.io/aggregate-to-manager";
+pub use kubeadm_api::meta::CONTROLPLANE_AGGREGATION_LABEL;
 
 /// `(machine resource, template resource)` of infrastructure providers in the
 /// `infrastructure.cluster.x-k8s.io` group that clusterctl installs by name. Infrastructure kinds are

@@ -5,3 +5,4 @@
 
 mod components;
 mod crds_are_fresh;
+mod reference_is_complete;

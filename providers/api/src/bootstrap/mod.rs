@@ -6,6 +6,7 @@ pub const GROUP: &str = "bootstrap.cluster.x-k8s.io";
 pub mod conditions;
 pub mod conversion;
 pub mod defaults;
+pub mod events;
 pub mod ignition;
 pub mod v1beta1;
 pub mod v1beta2;

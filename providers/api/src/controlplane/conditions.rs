@@ -77,6 +77,15 @@ pub mod reasons {
     pub const INFRASTRUCTURE_TEMPLATE_CLONING_FAILED: &str = "InfrastructureTemplateCloningFailed";
     pub const HEALTHY: &str = "Healthy";
     pub const NOT_HEALTHY: &str = "NotHealthy";
+    /// A machine's pod or etcd member is not healthy.
+    pub const UNHEALTHY: &str = "Unhealthy";
+    /// A machine's pod, member or Node could not be looked at.
+    pub const INSPECTION_FAILED: &str = "InspectionFailed";
+    /// `NodeKubeadmLabelsAndTaintsSet`.
+    pub const SET: &str = "Set";
+    pub const NOT_SET: &str = "NotSet";
+    /// `UpToDate`: the kubelet still reports another version than the Machine's.
+    pub const UPDATING: &str = "Updating";
     pub const EXTERNAL: &str = "External";
     pub const SETTLED: &str = "Settled";
     pub const WAITING: &str = "Waiting";

@@ -15,15 +15,17 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::conditions::{reasons, types};
+use kubeadm_api::bootstrap::events as bootstrap_events;
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachinePool};
+use kubeadm_api::events::EventReason;
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
 };
@@ -648,17 +650,13 @@ async fn rotate_token(facts: &Facts, ctx: &Context) -> Result<Action, Error> {
     tracing::info!(config = %facts.config.name_any(), owner = %facts.owner.describe(), "rotating join token");
     let outcome = bootstrap(facts, ctx, Role::WorkerJoin, TokenChoice::New).await?;
     if let Bootstrapped::Written(_) = outcome {
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "BootstrapTokenRotated".into(),
-            note: Some(format!(
-                "{}: new join token, bootstrap data in Secret {} rewritten",
-                facts.owner.describe(),
-                facts.config.name_any()
-            )),
-            action: "RotateBootstrapToken".into(),
-            secondary: None,
-        };
+        let note = format!(
+            "{}: new join token, bootstrap data in Secret {} rewritten",
+            facts.owner.describe(),
+            facts.config.name_any()
+        );
+        let rotated = &bootstrap_events::BOOTSTRAP_TOKEN_ROTATED;
+        let event = events::event(rotated, rotated.action(), note, None);
         publish(ctx, facts, event).await;
     }
     Ok(outcome.action())
@@ -819,6 +817,7 @@ enum Outcome {
 
 /// Writes the status unless it already says this, and records the events of a change.
 async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<(), Error> {
+    use kubeadm_api::meta::set_condition;
     let events = events(&outcome, &facts.owner.describe(), &facts.cluster.name_any());
     let current = facts.config.status.clone().unwrap_or_default();
     let mut conditions = current.conditions.clone();
@@ -897,12 +896,9 @@ async fn write_status(ctx: &Context, facts: &Facts, outcome: Outcome) -> Result<
 /// The events that announce `outcome`; `owner` is `Machine <name>` or `MachinePool <name>`. Notes carry
 /// names and the status message only, never secret or token values.
 fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
-    let event = |type_, reason: &str, action: &str, note: String| Event {
-        type_,
-        reason: reason.into(),
-        note: Some(events::truncate(note, events::NOTE_LIMIT)),
-        action: action.into(),
-        secondary: None,
+    let event = |reason: &EventReason, note: String| {
+        let note = events::truncate(note, events::NOTE_LIMIT);
+        events::event(reason, reason.action(), note, None)
     };
     match outcome {
         Outcome::Ready {
@@ -910,9 +906,7 @@ fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
             role: Some(role),
         } => {
             let written = event(
-                EventType::Normal,
-                "BootstrapDataWritten",
-                "WriteBootstrapData",
+                &bootstrap_events::BOOTSTRAP_DATA_WRITTEN,
                 format!(
                     "{} bootstrap data for {owner} written to Secret {secret}",
                     role_label(*role)
@@ -920,9 +914,7 @@ fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
             );
             if *role == Role::Init {
                 let lock = event(
-                    EventType::Normal,
-                    "InitLockAcquired",
-                    "AcquireInitLock",
+                    &bootstrap_events::INIT_LOCK_ACQUIRED,
                     format!(
                         "{owner} holds the init lock of Cluster {cluster} and runs kubeadm init"
                     ),
@@ -932,28 +924,11 @@ fn events(outcome: &Outcome, owner: &str, cluster: &str) -> Vec<Event> {
                 vec![written]
             }
         }
-        Outcome::Failed(reason, message) => vec![event(
-            EventType::Warning,
-            reason,
-            "WriteBootstrapData",
-            message.clone(),
-        )],
+        Outcome::Failed(reason, message) => {
+            vec![event(&bootstrap_events::failed(reason), message.clone())]
+        }
         Outcome::Ready { role: None, .. } | Outcome::Waiting(..) => Vec::new(),
     }
-}
-
-/// Sets a condition (see [`kubeadm_api::meta::set_condition`]); like Cluster API, a True condition carries
-/// no message.
-fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-) {
-    let status = if ok { "True" } else { "False" };
-    kubeadm_api::meta::set_condition(conditions, type_, status, reason, message, generation);
 }
 
 /// Merge patches carry our field manager too, so `managedFields` say who wrote what.
@@ -964,6 +939,7 @@ fn merge_params() -> PatchParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::events::EventType;
 
     fn pool(replicas: Option<i32>, nodes: usize) -> ConfigOwner {
         let pool: MachinePool = serde_json::from_value(json!({

@@ -73,7 +73,7 @@ const ETCD_IMAGE_TAG_FIELD: &str = "spec.clusterConfiguration.etcd.local.imageTa
 
 /// Cluster API removes this taint once the Node is initialized (labels synced), so workloads never land
 /// on a half-initialized Node.
-const UNINITIALIZED_TAINT_KEY: &str = "node.cluster.x-k8s.io/uninitialized";
+use kubeadm_api::meta::UNINITIALIZED_TAINT as UNINITIALIZED_TAINT_KEY;
 const NO_SCHEDULE: &str = "NoSchedule";
 
 /// kubeadm applies the patches of a target in file name order, and the name is `<target><suffix>+<type>`.

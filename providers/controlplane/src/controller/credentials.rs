@@ -4,9 +4,9 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use kube::runtime::events::EventType;
 use kubeadm_api::bootstrap::v1beta2::EncryptionAlgorithmType;
 use kubeadm_api::cluster::v1beta2::Cluster;
+use kubeadm_api::controlplane::events;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::ClusterCertificates;
 use kubeadm_cluster::certificates::{self, Generation};
@@ -49,14 +49,7 @@ pub(super) async fn certificates(
         Err(e) => {
             let message = e.to_string();
             report.certificates(false, &message);
-            publish(
-                ctx,
-                kcp,
-                EventType::Warning,
-                "CertificatesUnavailable",
-                &message,
-            )
-            .await;
+            publish(ctx, kcp, &events::CERTIFICATES_UNAVAILABLE, &message).await;
             Err(e.into())
         }
     }
@@ -106,7 +99,7 @@ pub(super) async fn kubeconfig(
                     .replace(&name, &PostParams::default(), &secret)
                     .await?;
                 let note = format!("renewed the client certificate in Secret {name}");
-                publish(ctx, kcp, EventType::Normal, "KubeconfigRenewed", &note).await;
+                publish(ctx, kcp, &events::KUBECONFIG_RENEWED, &note).await;
                 renewed
             } else {
                 existing

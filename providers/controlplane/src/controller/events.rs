@@ -1,28 +1,28 @@
-//! Events on the KubeadmControlPlane, about one of its Machines when there is one.
+//! Events on the KubeadmControlPlane, about one of its Machines when there is one. What each Event is
+//! (reason, type, actions) is named once in `kubeadm_api::controlplane::events`.
 
 use kube::Resource;
-use kube::runtime::events::{Event, EventType};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::events::EventReason;
 
 use super::Context;
 
 pub(super) async fn publish(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
-    type_: EventType,
-    reason: &str,
+    event: &EventReason,
     note: &str,
 ) {
-    publish_about(ctx, kcp, type_, reason, "Reconcile", note, None).await;
+    publish_about(ctx, kcp, event, event.action(), note, None).await;
 }
 
-/// An Event on the control plane, about `machine` when given. Events of one reason, action and machine
-/// are aggregated into a series by the recorder, so each machine gets its own.
+/// An Event on the control plane, about `machine` when given, with `action` (one of the Event's).
+/// Events of one reason, action and machine are aggregated into a series by the recorder, so each
+/// machine gets its own.
 pub(super) async fn publish_about(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
-    type_: EventType,
-    reason: &str,
+    event: &EventReason,
     action: &str,
     note: &str,
     machine: Option<&str>,
@@ -34,12 +34,6 @@ pub(super) async fn publish_about(
         namespace: kcp.meta().namespace.clone(),
         ..Default::default()
     });
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.into()),
-        action: action.into(),
-        secondary,
-    };
+    let event = kubeadm_runtime::events::event(event, action, note.to_owned(), secondary);
     kubeadm_runtime::events::publish(&ctx.recorder, &kcp.object_ref(&()), event).await;
 }

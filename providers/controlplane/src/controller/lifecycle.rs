@@ -11,7 +11,7 @@ use super::annotations::annotate_machine;
 use super::{Context, Error, machines, merge_params, owner_cluster};
 
 /// Finalizer on every KubeadmControlPlane, as Cluster API names it.
-pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+pub use kubeadm_api::meta::CONTROL_PLANE_FINALIZER as FINALIZER;
 
 pub(super) enum Cleanup {
     Done,

@@ -698,7 +698,8 @@ pub(super) async fn report_health(
     outdated: &BTreeMap<String, Vec<Outdated>>,
 ) -> Result<(), Error> {
     use crate::machines::Health;
-    use kubeadm_api::meta::set_condition;
+    use kubeadm_api::controlplane::conditions::reasons;
+    use kubeadm_api::meta::{ConditionStatus, set_condition};
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
     for (name, machine) in &gathered.objects {
         if machine.meta().deletion_timestamp.is_some() {
@@ -718,9 +719,15 @@ pub(super) async fn report_health(
             let pods = view.components.iter().map(|(c, h)| (c.condition(), h));
             for (condition, health) in pods.chain(member) {
                 let (status, reason, message) = match health {
-                    Health::Healthy => ("True", "Healthy", ""),
-                    Health::Unhealthy(m) => ("False", "Unhealthy", m.as_str()),
-                    Health::Unknown(m) => ("Unknown", "InspectionFailed", m.as_str()),
+                    Health::Healthy => (ConditionStatus::True, reasons::HEALTHY, ""),
+                    Health::Unhealthy(m) => {
+                        (ConditionStatus::False, reasons::UNHEALTHY, m.as_str())
+                    }
+                    Health::Unknown(m) => (
+                        ConditionStatus::Unknown,
+                        reasons::INSPECTION_FAILED,
+                        m.as_str(),
+                    ),
                     Health::NotChecked => continue,
                 };
                 set_condition(&mut conditions, condition, status, reason, message, None);

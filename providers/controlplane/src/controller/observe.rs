@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::events::EventType;
+use kubeadm_api::controlplane::events;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::CertPem;
 
@@ -74,7 +74,7 @@ pub(super) async fn workload(
         {
             let note = "removed the leftover ClusterStatus from kube-system/kubeadm-config; \
                         endpoints come from the static pods";
-            publish(ctx, kcp, EventType::Normal, "ClusterStatusRemoved", note).await;
+            publish(ctx, kcp, &events::CLUSTER_STATUS_REMOVED, note).await;
         }
         let pods = workload::machine_pods(client, &gathered.machines)
             .await

@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kubeadm_api::cluster::v1beta2::Cluster;
-use kubeadm_api::controlplane::conditions::reasons;
+use kubeadm_api::controlplane::events;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 
 use super::events::publish;
@@ -42,7 +41,7 @@ async fn run(
         Ok(desired) => desired,
         Err(e) => {
             report.invalid_spec(&e);
-            publish(ctx, kcp, EventType::Warning, "InvalidSpec", &e.to_string()).await;
+            publish(ctx, kcp, &events::INVALID_SPEC, &e.to_string()).await;
             return Ok(Action::await_change());
         }
     };
@@ -127,25 +126,17 @@ async fn cluster_ready(
         cluster.namespace().unwrap_or_default(),
         cluster.name_any()
     );
-    let (reason, type_, message) = if !provisioned {
+    let (event, message) = if !provisioned {
         let message = format!("{cluster_ref}: infrastructure is not provisioned yet");
-        (
-            reasons::WAITING_FOR_INFRASTRUCTURE,
-            EventType::Normal,
-            message,
-        )
+        (&events::WAITING_FOR_INFRASTRUCTURE, message)
     } else if let Some(server) = kubeadm_cluster::endpoint::server_url(cluster) {
         return Some(server);
     } else {
         let message = format!("{cluster_ref}: spec.controlPlaneEndpoint is not set yet");
-        (
-            "WaitingForControlPlaneEndpoint",
-            EventType::Warning,
-            message,
-        )
+        (&events::WAITING_FOR_CONTROL_PLANE_ENDPOINT, message)
     };
-    if report.waiting_for_cluster(reason, &message) {
-        publish(ctx, kcp, type_, reason, &message).await;
+    if report.waiting_for_cluster(event.reason, &message) {
+        publish(ctx, kcp, event, &message).await;
     }
     None
 }

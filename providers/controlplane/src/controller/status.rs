@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -13,7 +12,7 @@ use kubeadm_api::controlplane::v1beta2::{
     KubeadmControlPlane, KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus,
     LastRemediationStatus,
 };
-use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, set_condition};
 use kubeadm_api::version::KubeVersion;
 use serde_json::json;
 
@@ -440,18 +439,6 @@ fn versions(machines: &[ControlPlaneMachine]) -> Vec<StatusVersion> {
             replicas: Some(replicas),
         })
         .collect()
-}
-
-fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-) {
-    let status = if ok { "True" } else { "False" };
-    kubeadm_api::meta::set_condition(conditions, type_, status, reason, message, generation);
 }
 
 #[cfg(test)]

@@ -5,6 +5,10 @@ use crate::controller::annotations::annotate_machine;
 use crate::controller::{Context, Error};
 use crate::etcd_membership::Action;
 use crate::machines::ControlPlaneMachine;
+use kubeadm_api::controlplane::events::etcd_actions::{
+    MOVE_LEADER, PROMOTE_LEARNER, RELEASE_HOOK, REMOVE_MEMBER, REMOVE_ORPHAN, REMOVE_STUCK_LEARNER,
+    REMOVE_UNSTARTED_MEMBER,
+};
 use kubeadm_api::meta::{CLEANUP_HOOK_ANNOTATION, REMEDIATE_MACHINE_ANNOTATION};
 
 /// A membership change made, for its Event.
@@ -45,18 +49,18 @@ pub(in crate::controller) async fn execute(
                 "promoted etcd learner {} to a voting member",
                 label(*member)
             );
-            change("PromoteLearner", machine_of(*member), note)
+            change(PROMOTE_LEARNER, machine_of(*member), note)
         }
         Action::RemoveStuckLearner { member, machine }
         | Action::RemoveUnstartedMember { member, machine } => {
             view.etcd.remove(&view.leader()?, *member).await?;
             let (kind, what) = if matches!(action, Action::RemoveStuckLearner { .. }) {
                 (
-                    "RemoveStuckLearner",
+                    REMOVE_STUCK_LEARNER,
                     "learner that did not catch up in time",
                 )
             } else {
-                ("RemoveUnstartedMember", "member that never started")
+                (REMOVE_UNSTARTED_MEMBER, "member that never started")
             };
             let mut note = format!("removed etcd {what} {}", label(*member));
             if let Some(machine) = machine {
@@ -79,7 +83,7 @@ pub(in crate::controller) async fn execute(
                 label(*from),
                 label(*to)
             );
-            change("MoveLeader", machine_of(*from), note)
+            change(MOVE_LEADER, machine_of(*from), note)
         }
         Action::RemoveMember { member, machine } => {
             view.etcd.remove(&view.leader()?, *member).await?;
@@ -87,14 +91,14 @@ pub(in crate::controller) async fn execute(
                 "removed etcd member {} of deleting Machine {machine}",
                 label(*member)
             );
-            change("RemoveMember", Some(machine.clone()), note)
+            change(REMOVE_MEMBER, Some(machine.clone()), note)
         }
         Action::ReleaseHook { machine } => {
             annotate_machine(ctx, namespace, machine, CLEANUP_HOOK_ANNOTATION, None).await?;
             let note = format!(
                 "Machine {machine} has no etcd member left; released its pre-terminate hook"
             );
-            change("ReleaseHook", Some(machine.clone()), note)
+            change(RELEASE_HOOK, Some(machine.clone()), note)
         }
         Action::RemoveOrphan { member } => {
             view.etcd.remove(&view.leader()?, *member).await?;
@@ -102,7 +106,7 @@ pub(in crate::controller) async fn execute(
                 "removed etcd member {} that belongs to no Machine",
                 label(*member)
             );
-            change("RemoveOrphan", None, note)
+            change(REMOVE_ORPHAN, None, note)
         }
     };
     Ok(Some(done))

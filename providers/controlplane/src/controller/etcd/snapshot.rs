@@ -4,8 +4,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kubeadm_api::controlplane::v1beta2::{EtcdSnapshotStatus, KubeadmControlPlane};
 use kubeadm_api::meta::{
-    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_SNAPSHOT_LABEL, ETCD_SNAPSHOT_SCHEDULE_ANNOTATION,
-    ETCD_SNAPSHOT_TARGET_ANNOTATION,
+    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_SNAPSHOT_LABEL, ETCD_SNAPSHOT_MEMBER_ANNOTATION,
+    ETCD_SNAPSHOT_REVISION_ANNOTATION, ETCD_SNAPSHOT_SCHEDULE_ANNOTATION,
+    ETCD_SNAPSHOT_SIZE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION,
 };
 
 use super::{ClusterKey, EtcdView, Maintained, whole_seconds};
@@ -185,14 +186,17 @@ async fn snapshot_to_secret(
     );
     labels.insert(ETCD_SNAPSHOT_LABEL.to_owned(), cluster.clone());
     let mut annotations = std::collections::BTreeMap::new();
-    annotations.insert(format!("{ETCD_SNAPSHOT_LABEL}-size"), written.to_string());
     annotations.insert(
-        format!("{ETCD_SNAPSHOT_LABEL}-member"),
+        ETCD_SNAPSHOT_SIZE_ANNOTATION.to_owned(),
+        written.to_string(),
+    );
+    annotations.insert(
+        ETCD_SNAPSHOT_MEMBER_ANNOTATION.to_owned(),
         source_name.to_owned(),
     );
     if let Some(revision) = revision {
         annotations.insert(
-            format!("{ETCD_SNAPSHOT_LABEL}-revision"),
+            ETCD_SNAPSHOT_REVISION_ANNOTATION.to_owned(),
             revision.to_string(),
         );
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
+use kubeadm_api::controlplane::events;
 
 use crate::controller::events::publish;
 use crate::controller::scope::ControlPlane;
@@ -24,12 +24,12 @@ pub(super) async fn reconcile(
         Ok(changes) => {
             for change in changes {
                 tracing::info!("{change}");
-                publish(ctx, cp.kcp, EventType::Normal, "AddonUpdated", &change).await;
+                publish(ctx, cp.kcp, &events::ADDON_UPDATED, &change).await;
             }
         }
         Err(e) => {
             tracing::warn!("{e}");
-            publish(ctx, cp.kcp, EventType::Warning, "AddonUpdateFailed", &e).await;
+            publish(ctx, cp.kcp, &events::ADDON_UPDATE_FAILED, &e).await;
         }
     }
     Ok(None)

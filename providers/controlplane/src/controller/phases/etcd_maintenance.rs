@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
+use kubeadm_api::controlplane::events;
 
 use crate::controller::events::publish;
 use crate::controller::scope::ControlPlane;
@@ -25,17 +25,8 @@ pub(super) async fn reconcile(
     };
     tracing::info!("{}", done.note);
     match &done.refused {
-        None => {
-            publish(
-                ctx,
-                cp.kcp,
-                EventType::Normal,
-                "EtcdMaintenance",
-                &done.note,
-            )
-            .await
-        }
-        Some(why) => publish(ctx, cp.kcp, EventType::Warning, "EtcdSnapshotRefused", why).await,
+        None => publish(ctx, cp.kcp, &events::ETCD_MAINTENANCE, &done.note).await,
+        Some(why) => publish(ctx, cp.kcp, &events::ETCD_SNAPSHOT_REFUSED, why).await,
     }
     if done.snapshot.is_some() || done.refused.is_some() {
         report.etcd_snapshot(done.refused.as_deref());

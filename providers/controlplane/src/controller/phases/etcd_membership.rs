@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
+use kubeadm_api::controlplane::events;
 
 use crate::controller::events::publish_about;
 use crate::controller::scope::ControlPlane;
@@ -24,8 +24,7 @@ pub(super) async fn reconcile(
     publish_about(
         ctx,
         cp.kcp,
-        EventType::Normal,
-        "EtcdMembershipChanged",
+        &events::ETCD_MEMBERSHIP_CHANGED,
         done.action,
         &done.note,
         done.machine.as_deref(),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
+use kubeadm_api::controlplane::events;
 
 use super::unhealthy_machines;
 use crate::controller::events::{publish, publish_about};
@@ -21,8 +21,7 @@ pub(super) async fn reconcile(
     match &outcome {
         Err(Error::Infrastructure(message)) => {
             report.machines_created(Err(message));
-            let reason = "MachineCreationFailed";
-            publish(ctx, cp.kcp, EventType::Warning, reason, message).await;
+            publish(ctx, cp.kcp, &events::MACHINE_CREATION_FAILED, message).await;
         }
         Err(_) => {}
         Ok(_) => report.machines_created(Ok(())),
@@ -31,13 +30,13 @@ pub(super) async fn reconcile(
 }
 
 async fn take_step(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Duration>, Error> {
-    let (reason, action, note, machine) = match &cp.plan.step {
+    let (event, note, machine) = match &cp.plan.step {
         Step::Idle => return Ok(None),
         Step::Wait { .. } => return Ok(Some(WAIT)),
         Step::Initialize { failure_domain } => {
             let (name, _) = create_machine(cp, ctx, failure_domain.clone(), true).await?;
             let note = format!("created Machine {name} to initialize the control plane");
-            ("MachineCreated", "Create", note, name)
+            (&events::MACHINE_CREATED, note, name)
         }
         Step::ScaleUp {
             failure_domain,
@@ -54,8 +53,7 @@ async fn take_step(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Durati
                 }
             };
             (
-                "MachineCreated",
-                "Create",
+                &events::MACHINE_CREATED,
                 format!("created Machine {name} {why}"),
                 name,
             )
@@ -67,19 +65,10 @@ async fn take_step(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Durati
                 Purpose::Rollout => "because it is outdated",
             };
             let note = format!("deleting Machine {machine} {why}");
-            ("MachineDeleted", "Delete", note, machine.clone())
+            (&events::MACHINE_DELETED, note, machine.clone())
         }
     };
-    publish_about(
-        ctx,
-        cp.kcp,
-        EventType::Normal,
-        reason,
-        action,
-        &note,
-        Some(&machine),
-    )
-    .await;
+    publish_about(ctx, cp.kcp, event, event.action(), &note, Some(&machine)).await;
     Ok(Some(WAIT))
 }
 
@@ -123,16 +112,14 @@ async fn update_cluster_configuration(cp: &ControlPlane<'_>, ctx: &Context) -> R
             "created ClusterRoleBinding {} in the workload cluster",
             workload::KUBELET_API_ADMIN_BINDING
         );
-        let reason = "KubeadmPermissionsEnsured";
-        publish(ctx, cp.kcp, EventType::Normal, reason, &note).await;
+        publish(ctx, cp.kcp, &events::KUBEADM_PERMISSIONS_ENSURED, &note).await;
     }
     if workload::update_cluster_configuration(client, &document).await? {
         let note = format!(
             "updated the ClusterConfiguration in the workload cluster's kubeadm-config for Kubernetes {}",
             cp.desired.version
         );
-        let reason = "ClusterConfigurationUpdated";
-        publish(ctx, cp.kcp, EventType::Normal, reason, &note).await;
+        publish(ctx, cp.kcp, &events::CLUSTER_CONFIGURATION_UPDATED, &note).await;
     }
     Ok(())
 }

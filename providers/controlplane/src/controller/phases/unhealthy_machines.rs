@@ -8,8 +8,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
 use kubeadm_api::cluster::v1beta2::Machine;
+use kubeadm_api::controlplane::events;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use serde_json::json;
 
@@ -87,9 +87,8 @@ pub(super) async fn reconcile(
                 publish_about(
                     ctx,
                     kcp,
-                    EventType::Warning,
-                    "RemediationBlocked",
-                    "Remediate",
+                    &events::REMEDIATION_BLOCKED,
+                    events::REMEDIATION_BLOCKED.action(),
                     &format!("Machine {machine} needs remediation: {message}"),
                     Some(&machine),
                 )
@@ -124,9 +123,8 @@ pub(super) async fn reconcile(
             publish_about(
                 ctx,
                 kcp,
-                EventType::Normal,
-                "MachineRemediated",
-                "Remediate",
+                &events::MACHINE_REMEDIATED,
+                events::MACHINE_REMEDIATED.action(),
                 &format!("deleting unhealthy Machine {machine} to replace it{retry}"),
                 Some(&machine),
             )
@@ -188,7 +186,7 @@ async fn set_owner_remediated(
     kubeadm_api::meta::set_condition(
         &mut conditions,
         OWNER_REMEDIATED_CONDITION,
-        "False",
+        kubeadm_api::meta::ConditionStatus::False,
         reason,
         message,
         object.metadata.generation,
