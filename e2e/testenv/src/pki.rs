@@ -175,6 +175,33 @@ fn pki_error(e: rcgen::Error) -> Error {
     Error::Pki(e.to_string())
 }
 
+/// Runs `openssl` with `args`, `stdin` on its standard input, and returns what it printed; panics when it
+/// fails. For tests that check our certificates with the tool operators use.
+pub fn openssl(args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl runs (Debian package openssl)");
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(stdin)
+        .expect("openssl reads its input");
+    let out = child.wait_with_output().expect("openssl ends");
+    assert!(
+        out.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

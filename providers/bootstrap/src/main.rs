@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use kubeadm_bootstrap::render::{
-    CertPem, ClusterCertificates, ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput,
-    Role, render,
+    ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput, Role, render,
 };
 use kubeadm_bootstrap::{controller, webhooks};
 use kubeadm_runtime::{Manager, ManagerArgs, exit_code, run_manager_with_webhooks};
@@ -92,11 +91,6 @@ async fn main() -> ExitCode {
 
 /// The pure renderer on what `render` read from the flags and files.
 fn render_offline(inputs: &Inputs) -> Result<Vec<u8>, Refusal> {
-    let pem = |pem: &offline::Pem| CertPem {
-        cert: pem.cert.clone(),
-        key: pem.key.clone(),
-    };
-    let certificates = &inputs.certificates;
     render(&RenderInput {
         role: match inputs.role {
             offline::Role::Init => Role::Init,
@@ -116,12 +110,7 @@ fn render_offline(inputs: &Inputs) -> Result<Vec<u8>, Refusal> {
             name: inputs.machine_name.clone(),
             generation: inputs.machine_generation.clone(),
         },
-        certificates: Some(&ClusterCertificates {
-            ca: pem(&certificates.ca),
-            etcd: pem(&certificates.etcd),
-            proxy: pem(&certificates.proxy),
-            sa: pem(&certificates.sa),
-        }),
+        certificates: Some(&inputs.certificates),
         join: Some(&JoinFacts {
             token: inputs.token.clone(),
             api_server_endpoint: inputs.endpoint.clone(),

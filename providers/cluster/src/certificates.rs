@@ -40,6 +40,18 @@ pub struct ClusterCertificates {
     pub sa: CertPem,
 }
 
+impl ClusterCertificates {
+    /// The pair of one kind.
+    pub fn get(&self, kind: CertKind) -> &CertPem {
+        match kind {
+            CertKind::Ca => &self.ca,
+            CertKind::Etcd => &self.etcd,
+            CertKind::Proxy => &self.proxy,
+            CertKind::Sa => &self.sa,
+        }
+    }
+}
+
 /// Secret data key of the certificate (for [`CertKind::Sa`]: the public key).
 pub const TLS_CRT_KEY: &str = "tls.crt";
 /// Secret data key of the private key.
@@ -83,6 +95,17 @@ impl CertKind {
     /// `<cluster>-<suffix>`.
     pub fn secret_name(self, cluster: &str) -> String {
         format!("{cluster}-{}", self.suffix())
+    }
+
+    /// kubeadm's file names for the certificate (the public key for [`CertKind::Sa`]) and the key, below
+    /// its certificates directory.
+    pub fn pki_files(self) -> (&'static str, &'static str) {
+        match self {
+            CertKind::Ca => ("ca.crt", "ca.key"),
+            CertKind::Etcd => ("etcd/ca.crt", "etcd/ca.key"),
+            CertKind::Proxy => ("front-proxy-ca.crt", "front-proxy-ca.key"),
+            CertKind::Sa => ("sa.pub", "sa.key"),
+        }
     }
 
     /// Subject common name of a generated CA (kubeadm's names); `None` for the service-account key pair.

@@ -157,19 +157,7 @@ mod tests {
         }
     }
 
-    fn openssl(args: &[&str], stdin: &[u8]) -> Vec<u8> {
-        use std::io::Write;
-        let mut child = std::process::Command::new("openssl")
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("openssl runs");
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "openssl {args:?} failed");
-        out.stdout
-    }
+    use testenv::pki::openssl;
 
     fn verify_against_ca(secret: &Secret, ca: &CertPem) {
         let text =

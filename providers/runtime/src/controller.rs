@@ -45,10 +45,16 @@ pub const MIN_BACKOFF: Duration = Duration::from_secs(2);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Retry delays per object: 2 s doubling to 5 min, jittered, so a broken object is retried soon but never
-/// hammered, and many failing together do not retry in step. A success forgets the object.
+/// hammered, and many failing together do not retry in step. A success forgets the object; so does a
+/// failure of any object once the entry has not been used for [`FORGET_AFTER`] (its object was deleted
+/// while failing: nothing retries it any more).
 pub struct ErrorBackoff<K> {
-    delays: Mutex<HashMap<K, ExponentialBackoff>>,
+    delays: Mutex<HashMap<K, (ExponentialBackoff, Instant)>>,
 }
+
+/// An object that still fails is retried at least every [`MAX_BACKOFF`] (plus jitter); an entry unused
+/// for this long belongs to an object that is gone.
+pub const FORGET_AFTER: Duration = Duration::from_secs(3 * MAX_BACKOFF.as_secs());
 
 impl<K: Hash + Eq> Default for ErrorBackoff<K> {
     fn default() -> Self {
@@ -61,21 +67,24 @@ impl<K: Hash + Eq> Default for ErrorBackoff<K> {
 impl<K: Hash + Eq> ErrorBackoff<K> {
     /// The delay before retrying `key` after another failure.
     pub fn next(&self, key: K) -> Duration {
-        self.delays
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(key)
-            .or_insert_with(|| {
-                ExponentialBuilder::new()
-                    .with_min_delay(MIN_BACKOFF)
-                    .with_max_delay(MAX_BACKOFF)
-                    .with_factor(2.0)
-                    .with_jitter()
-                    .without_max_times()
-                    .build()
-            })
-            .next()
-            .unwrap_or(MAX_BACKOFF)
+        self.next_at(key, Instant::now(), FORGET_AFTER)
+    }
+
+    fn next_at(&self, key: K, now: Instant, forget_after: Duration) -> Duration {
+        let mut delays = self.delays.lock().unwrap_or_else(PoisonError::into_inner);
+        delays.retain(|_, (_, used)| now.saturating_duration_since(*used) < forget_after);
+        let (delays, used) = delays.entry(key).or_insert_with(|| {
+            let delays = ExponentialBuilder::new()
+                .with_min_delay(MIN_BACKOFF)
+                .with_max_delay(MAX_BACKOFF)
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times()
+                .build();
+            (delays, now)
+        });
+        *used = now;
+        delays.next().unwrap_or(MAX_BACKOFF)
     }
 
     /// Forgets `key` after a successful reconcile.
@@ -84,6 +93,18 @@ impl<K: Hash + Eq> ErrorBackoff<K> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
+    }
+
+    /// How many objects are backing off.
+    pub fn len(&self) -> usize {
+        self.delays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -200,6 +221,25 @@ mod tests {
         );
         backoff.reset(&"a");
         assert!(backoff.next("a") <= MIN_BACKOFF * 2);
+    }
+
+    #[test]
+    fn entries_of_objects_no_longer_retried_are_forgotten() {
+        let backoff = ErrorBackoff::default();
+        let start = Instant::now();
+        backoff.next_at("deleted", start, FORGET_AFTER);
+        backoff.next_at("failing", start, FORGET_AFTER);
+        // "failing" is retried within its backoff; "deleted" never comes back.
+        let later = start + MAX_BACKOFF * 2;
+        backoff.next_at("failing", later, FORGET_AFTER);
+        assert_eq!(backoff.len(), 2);
+        let much_later = start + FORGET_AFTER + MAX_BACKOFF;
+        backoff.next_at("failing", much_later, FORGET_AFTER);
+        assert_eq!(backoff.len(), 1, "the deleted object's entry is gone");
+        assert!(
+            backoff.next_at("failing", much_later, FORGET_AFTER) > MIN_BACKOFF,
+            "an object that keeps failing keeps its growing delay"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfigSpec};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+use kubeadm_cluster::certificates::{CertKind, generate_kind};
+use kubeadm_cluster::{CertPem, ClusterCertificates};
 
 use crate::validate::read_embedded_spec;
 
@@ -88,22 +89,6 @@ enum FormatArg {
     Ignition,
 }
 
-/// A PEM certificate (or, for the service-account pair, public key) and its PEM private key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pem {
-    pub cert: String,
-    pub key: String,
-}
-
-/// The cluster CAs and the service-account key pair, from `--pki-dir` or made up.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Certificates {
-    pub ca: Pem,
-    pub etcd: Pem,
-    pub proxy: Pem,
-    pub sa: Pem,
-}
-
 /// Everything the renderer needs, read from the flags and files.
 #[derive(Clone, Debug)]
 pub struct Inputs {
@@ -121,7 +106,7 @@ pub struct Inputs {
     pub machine_generation: Option<String>,
     pub token: String,
     pub ca_cert_hashes: Vec<String>,
-    pub certificates: Certificates,
+    pub certificates: ClusterCertificates,
     /// `(secret name, key) -> value` for the Secrets the spec refers to that `--secrets-dir` holds.
     pub secrets: BTreeMap<(String, String), String>,
 }
@@ -228,54 +213,34 @@ fn read_spec(args: &RenderArgs) -> Result<(Option<String>, KubeadmConfigSpec), S
         })
 }
 
-fn read_certificates(dir: &Path) -> Result<Certificates, String> {
+fn read_certificates(dir: &Path) -> Result<ClusterCertificates, String> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
     };
-    let pair = |cert: &str, key: &str| -> Result<Pem, String> {
-        Ok(Pem {
+    let pair = |kind: CertKind| -> Result<CertPem, String> {
+        let (cert, key) = kind.pki_files();
+        Ok(CertPem {
             cert: read(cert)?,
             key: read(key)?,
         })
     };
-    Ok(Certificates {
-        ca: pair("ca.crt", "ca.key")?,
-        etcd: pair("etcd/ca.crt", "etcd/ca.key")?,
-        proxy: pair("front-proxy-ca.crt", "front-proxy-ca.key")?,
-        sa: pair("sa.pub", "sa.key")?,
+    Ok(ClusterCertificates {
+        ca: pair(CertKind::Ca)?,
+        etcd: pair(CertKind::Etcd)?,
+        proxy: pair(CertKind::Proxy)?,
+        sa: pair(CertKind::Sa)?,
     })
 }
 
-fn placeholder_certificates() -> Result<Certificates, String> {
-    let service_account = KeyPair::generate().map_err(|e| e.to_string())?;
-    Ok(Certificates {
-        ca: placeholder_ca("kubernetes")?,
-        etcd: placeholder_ca("etcd-ca")?,
-        proxy: placeholder_ca("front-proxy-ca")?,
-        sa: Pem {
-            cert: service_account.public_key_pem(),
-            key: service_account.serialize_pem(),
-        },
-    })
-}
-
-fn placeholder_ca(common_name: &str) -> Result<Pem, String> {
-    let key = KeyPair::generate().map_err(|e| e.to_string())?;
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, common_name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
-    Ok(Pem {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
+/// Throw-away CAs and service-account key, made as the control plane makes them.
+fn placeholder_certificates() -> Result<ClusterCertificates, String> {
+    let make = |kind| generate_kind(kind, 365).map_err(|e| e.to_string());
+    Ok(ClusterCertificates {
+        ca: make(CertKind::Ca)?,
+        etcd: make(CertKind::Etcd)?,
+        proxy: make(CertKind::Proxy)?,
+        sa: make(CertKind::Sa)?,
     })
 }
 

@@ -69,6 +69,7 @@ pub struct MachineFacts {
     pub generation: Option<String>,
 }
 
+use kubeadm_cluster::certificates::CertKind;
 /// The cluster's certificates, as the renderer writes them onto nodes.
 pub use kubeadm_cluster::{CertPem, ClusterCertificates};
 
@@ -238,14 +239,9 @@ fn certificate_files(input: &RenderInput) -> Vec<File> {
         .as_deref()
         .unwrap_or(DEFAULT_CERTIFICATES_DIR)
         .trim_end_matches('/');
-    let pairs = [
-        (&certs.ca, "ca.crt", "ca.key"),
-        (&certs.etcd, "etcd/ca.crt", "etcd/ca.key"),
-        (&certs.proxy, "front-proxy-ca.crt", "front-proxy-ca.key"),
-        (&certs.sa, "sa.pub", "sa.key"),
-    ];
     let mut files = Vec::new();
-    for (pem, cert_name, key_name) in pairs {
+    for kind in CertKind::ALL {
+        let (pem, (cert_name, key_name)) = (certs.get(kind), kind.pki_files());
         // An external etcd CA comes without its key; write only what exists.
         if !pem.cert.is_empty() {
             files.push(root_file(format!("{dir}/{cert_name}"), "0640", &pem.cert));

@@ -2,8 +2,6 @@
 //! infrastructure, the workload cluster, etcd), the decisions that depend only on it computed once (which
 //! machines are up to date, what etcd's membership needs, the rollout step), then read by every phase.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kubeadm_api::cluster::v1beta2::Cluster;
@@ -104,31 +102,19 @@ impl<'a> ControlPlane<'a> {
         let partition = plan::partition(&desired, &gathered.machines, now);
         let etcd_machines =
             super::etcd::planner_machines(&gathered.machines, &partition.up_to_date);
-        let mut control_plane = ControlPlane {
-            kcp,
-            cluster,
-            namespace,
-            cluster_name,
-            desired,
-            now,
-            machines: gathered,
-            workload,
-            initialized,
-            etcd: None,
-            etcd_machines,
-            plan: Plan {
-                step: plan::Step::Idle,
-                outdated: BTreeMap::new(),
-                up_to_date: Vec::new(),
-            },
-            learner_timeout: ctx.etcd.learner_timeout,
-            unstarted_grace: ctx.etcd.unstarted_grace,
-        };
+        let (learner_timeout, unstarted_grace) =
+            (ctx.etcd.learner_timeout, ctx.etcd.unstarted_grace);
         let mut refusal = None;
-        if let Some(view) = view {
+        let etcd = view.map(|view| {
             let membership = match &view {
                 Ok(view) => {
-                    let observed = control_plane.membership_input(view);
+                    let observed = membership_input(
+                        view,
+                        &etcd_machines,
+                        now,
+                        learner_timeout,
+                        unstarted_grace,
+                    );
                     if let Err(reason) = etcd_membership::may_add_member(observed) {
                         refusal = Some(Blocker::EtcdMembership(reason));
                     }
@@ -142,35 +128,48 @@ impl<'a> ControlPlane<'a> {
                     None
                 }
             };
-            control_plane.etcd = Some(Etcd { view, membership });
-        }
+            Etcd { view, membership }
+        });
         let failure_domains = control_plane_failure_domains(cluster);
-        control_plane.plan = plan::next_step(
+        let plan = plan::next_step(
             plan::Observed {
-                desired: &control_plane.desired,
-                machines: &control_plane.machines.machines,
+                desired: &desired,
+                machines: &gathered.machines,
                 failure_domains: &failure_domains,
                 etcd_refuses_member: refusal.as_ref(),
             },
             partition,
         );
-        Ok(control_plane)
+        Ok(ControlPlane {
+            kcp,
+            cluster,
+            namespace,
+            cluster_name,
+            desired,
+            now,
+            machines: gathered,
+            workload,
+            initialized,
+            etcd,
+            etcd_machines,
+            plan,
+            learner_timeout,
+            unstarted_grace,
+        })
     }
 
-    /// The etcd membership planner's input: the one place it is built, for every decision that asks.
+    /// The etcd membership planner's input for this reconcile.
     pub(super) fn membership_input<'v>(
         &'v self,
         view: &'v EtcdView,
     ) -> etcd_membership::Observed<'v> {
-        etcd_membership::Observed {
-            members: &view.members,
-            states: &view.states,
-            machines: &self.etcd_machines,
-            first_seen: &view.first_seen,
-            now: self.now,
-            learner_timeout: self.learner_timeout,
-            unstarted_grace: self.unstarted_grace,
-        }
+        membership_input(
+            view,
+            &self.etcd_machines,
+            self.now,
+            self.learner_timeout,
+            self.unstarted_grace,
+        )
     }
 
     /// The etcd view, when etcd was observed.
@@ -196,6 +195,25 @@ impl<'a> ControlPlane<'a> {
     /// (namespace, cluster), the key of per-cluster state kept between reconciles.
     pub(super) fn key(&self) -> (String, String) {
         (self.namespace.clone(), self.cluster_name.clone())
+    }
+}
+
+/// The etcd membership planner's input: the one place it is built, for every decision that asks.
+fn membership_input<'v>(
+    view: &'v EtcdView,
+    machines: &'v [EtcdMachine],
+    now: Timestamp,
+    learner_timeout: SignedDuration,
+    unstarted_grace: SignedDuration,
+) -> etcd_membership::Observed<'v> {
+    etcd_membership::Observed {
+        members: &view.members,
+        states: &view.states,
+        machines,
+        first_seen: &view.first_seen,
+        now,
+        learner_timeout,
+        unstarted_grace,
     }
 }
 

@@ -154,17 +154,7 @@ mod tests {
     use super::*;
 
     fn openssl(args: &[&str], stdin: &[u8]) -> String {
-        use std::io::Write;
-        let mut child = std::process::Command::new("openssl")
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("openssl runs");
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "openssl {args:?} failed");
-        String::from_utf8(out.stdout).unwrap()
+        String::from_utf8(testenv::pki::openssl(args, stdin)).expect("openssl prints text")
     }
 
     fn etcd_ca() -> CertPem {
