@@ -7,7 +7,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench compare
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout compare
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -51,6 +51,10 @@ compare: testenv ## Our managers and Cluster API's own kubeadm managers through 
 	$(CARGO) build -p e2e-tests --bin compare
 	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
 		target/debug/compare
+
+bench-rollout: testenv ## Generation rollouts of 3 (and 5) control-plane machines on simulated machines: wall time against the sum of the joins, and the idle gaps between steps (BENCH_ROLLOUTS, default 5; about 10 minutes)
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
+	$(CARGO) bench --profile dev -p e2e-tests --bench rollout
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render

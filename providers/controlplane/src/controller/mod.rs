@@ -7,6 +7,7 @@ mod annotations;
 mod credentials;
 mod etcd;
 mod events;
+mod in_flight;
 mod lifecycle;
 mod machines;
 mod metrics;
@@ -47,11 +48,10 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// How often a settled control plane with stacked etcd is looked at again: etcd changes (a learner that
 /// kubeadm left behind, a member that went down) raise no Kubernetes event.
 const ETCD_RESYNC: Duration = Duration::from_secs(30);
-/// How soon a waiting control plane is looked at again when no watch event arrives first.
+/// How soon a control plane that waits for something outside it (a deletion, a blocked remediation)
+/// is looked at again when no watch event arrives first; a change in flight is polled sooner
+/// ([`in_flight`]).
 const WAIT: Duration = Duration::from_secs(10);
-/// How soon after an etcd membership change: the next one (a promotion after a join, a removal after a
-/// leadership move) is usually due within seconds.
-const AFTER_ETCD_CHANGE: Duration = Duration::from_secs(2);
 /// How soon after an etcd maintenance step: a defragmentation round goes member by member.
 const AFTER_MAINTENANCE: Duration = Duration::from_secs(1);
 
@@ -150,6 +150,8 @@ pub struct Context {
     etcd: etcd::EtcdSessions,
     /// Retry delays of control planes whose last reconcile failed; cleared by a success.
     backoff: ErrorBackoff<ObjectRef<KubeadmControlPlane>>,
+    /// When the control planes with a change in flight took their last step.
+    in_flight: in_flight::InFlight,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -180,6 +182,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         resources: Default::default(),
         etcd,
         backoff: ErrorBackoff::default(),
+        in_flight: Default::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))

@@ -6,17 +6,20 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kubeadm_api::cluster::v1beta2::Cluster;
 use kubeadm_api::controlplane::events;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 
 use super::events::publish;
-use super::phases::PHASES;
+use super::in_flight::InFlight;
+use super::phases::{Next, PHASES};
 use super::scope::ControlPlane;
 use super::status::Report;
 use super::{Context, ETCD_RESYNC, Error, RESYNC, WAIT, credentials, machines};
 use crate::desired::DesiredState;
 use crate::etcd_membership;
+use crate::plan::Step;
 
 pub(super) async fn reconcile_live(
     kcp: &KubeadmControlPlane,
@@ -78,18 +81,28 @@ async fn run(
         return Err(e);
     }
     reported?;
-    Ok(Action::requeue(requeue(&cp, acted)))
+    Ok(Action::requeue(requeue(&cp, acted, &ctx.in_flight)))
 }
 
-/// When to look again: what the acting phase asked for, or the resync of a settled control plane; never
-/// later than a running etcd learner timeout or unstarted grace (the lowest wins).
-fn requeue(cp: &ControlPlane<'_>, acted: Option<Duration>) -> Duration {
-    let settled = if cp.desired.external_etcd {
-        RESYNC
-    } else {
-        ETCD_RESYNC
+/// When to look again: soon while a change is in flight (see [`InFlight`]), when the acting phase asks,
+/// or at the resync of a settled control plane; never later than a running etcd learner timeout or
+/// unstarted grace (the lowest wins).
+fn requeue(cp: &ControlPlane<'_>, acted: Option<Next>, in_flight: &InFlight) -> Duration {
+    let key = ObjectRef::from_obj(cp.kcp);
+    let after = match acted {
+        Some(Next::Stepped) => in_flight.poll(key, true),
+        Some(Next::Waiting) => in_flight.poll(key, false),
+        Some(Next::After(after)) => after,
+        None if changing(cp) => in_flight.poll(key, false),
+        None => {
+            in_flight.settled(&key);
+            if cp.desired.external_etcd {
+                RESYNC
+            } else {
+                ETCD_RESYNC
+            }
+        }
     };
-    let after = acted.unwrap_or(settled);
     match cp.etcd.as_ref().and_then(|e| e.membership.as_ref()) {
         Some(membership) if matches!(membership.action, etcd_membership::Action::Wait(_)) => {
             let until_expiry = membership.next_expiry.map_or(WAIT, |at| {
@@ -105,6 +118,16 @@ fn requeue(cp: &ControlPlane<'_>, acted: Option<Duration>) -> Duration {
         }
         _ => after,
     }
+}
+
+/// Something is under way: a step is due (or waits), etcd's membership needs a change (or waits for a
+/// learner), or a machine is being deleted.
+fn changing(cp: &ControlPlane<'_>) -> bool {
+    cp.plan.step != Step::Idle
+        || cp
+            .etcd_action()
+            .is_some_and(|action| *action != etcd_membership::Action::Nothing)
+        || cp.machines.machines.iter().any(|m| m.deleting)
 }
 
 /// The Cluster's infrastructure is provisioned and its control-plane endpoint set: returns the endpoint as

@@ -77,6 +77,11 @@ impl<'a> ControlPlane<'a> {
             .and_then(|i| i.control_plane_initialized)
             == Some(true);
         let seen = observe::workload(ctx, kcp, &workload, was_initialized, &gathered).await;
+        if let Workload::Unreachable(_) = &seen {
+            // The next reconcile connects afresh: through a load balancer, a connection to an API server
+            // that stopped answering (its etcd member was just removed) would hang again.
+            ctx.workload.forget(&namespace, &cluster_name);
+        }
         let initialized = was_initialized || seen.initialized();
         let view = match &seen {
             Workload::Seen { .. } if !desired.external_etcd && initialized => Some(

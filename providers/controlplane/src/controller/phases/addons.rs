@@ -1,7 +1,7 @@
 //! kube-proxy and CoreDNS follow the spec once the control plane is initialized and settled. A failure is
 //! an Event and does not hold the rest of the reconcile (etcd maintenance in particular).
 
-use std::time::Duration;
+use super::Next;
 
 use kubeadm_api::controlplane::events;
 
@@ -9,10 +9,7 @@ use crate::controller::events::publish;
 use crate::controller::scope::ControlPlane;
 use crate::controller::{Context, Error, addons};
 
-pub(super) async fn reconcile(
-    cp: &ControlPlane<'_>,
-    ctx: &Context,
-) -> Result<Option<Duration>, Error> {
+pub(super) async fn reconcile(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Next>, Error> {
     if !cp.initialized {
         return Ok(None);
     }

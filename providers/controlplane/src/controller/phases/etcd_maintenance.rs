@@ -1,7 +1,7 @@
 //! Maintenance of settled etcd: one step of compaction, leader-aware defragmentation or a snapshot, when
 //! the rollout is idle and the membership needs nothing.
 
-use std::time::Duration;
+use super::Next;
 
 use kubeadm_api::controlplane::events;
 
@@ -15,7 +15,7 @@ pub(super) async fn reconcile(
     cp: &ControlPlane<'_>,
     ctx: &Context,
     report: &mut Report,
-) -> Result<Option<Duration>, Error> {
+) -> Result<Option<Next>, Error> {
     let (Some(view), Some(etcd_membership::Action::Nothing)) = (cp.etcd_view(), cp.etcd_action())
     else {
         return Ok(None);
@@ -32,5 +32,5 @@ pub(super) async fn reconcile(
         report.etcd_snapshot(done.refused.as_deref());
     }
     etcd::record_maintenance(ctx, cp.kcp, done.defragmentation, done.snapshot).await?;
-    Ok(Some(AFTER_MAINTENANCE))
+    Ok(Some(Next::After(AFTER_MAINTENANCE)))
 }

@@ -1,18 +1,14 @@
 //! Makes the one etcd membership change the planner asks for (promote a learner, remove a stuck or
 //! orphaned member, move leadership, remove a leaving machine's member and release its hook).
 
-use std::time::Duration;
-
 use kubeadm_api::controlplane::events;
 
+use super::Next;
 use crate::controller::events::publish_about;
 use crate::controller::scope::ControlPlane;
-use crate::controller::{AFTER_ETCD_CHANGE, Context, Error, etcd};
+use crate::controller::{Context, Error, etcd};
 
-pub(super) async fn reconcile(
-    cp: &ControlPlane<'_>,
-    ctx: &Context,
-) -> Result<Option<Duration>, Error> {
+pub(super) async fn reconcile(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Next>, Error> {
     let (Some(view), Some(action)) = (cp.etcd_view(), cp.etcd_action()) else {
         return Ok(None);
     };
@@ -30,5 +26,5 @@ pub(super) async fn reconcile(
         done.machine.as_deref(),
     )
     .await;
-    Ok(Some(AFTER_ETCD_CHANGE))
+    Ok(Some(Next::Stepped))
 }

@@ -15,6 +15,18 @@ use super::scope::ControlPlane;
 use super::status::Report;
 use super::{Context, Error};
 
+/// What a phase that ends the reconcile asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Next {
+    /// It took a step (a machine created or deleted, an etcd membership change): a change is in flight,
+    /// polled from now on ([`in_flight`](super::in_flight)).
+    Stepped,
+    /// A step is due but has to wait (a preflight check fails): the change is still in flight.
+    Waiting,
+    /// Look again after this long (maintenance goes member by member on a settled control plane).
+    After(Duration),
+}
+
 /// A phase of the reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -54,14 +66,13 @@ impl Phase {
         }
     }
 
-    /// Runs the phase: `Some(after)` when it acted (or has to wait) and the reconcile ends here, to look
-    /// again `after` unless a watch event comes first.
+    /// Runs the phase: `Some(next)` when it acted (or has to wait) and the reconcile ends here.
     pub(super) async fn run(
         self,
         cp: &ControlPlane<'_>,
         ctx: &Context,
         report: &mut Report,
-    ) -> Result<Option<Duration>, Error> {
+    ) -> Result<Option<Next>, Error> {
         match self {
             Phase::SyncMachines => sync_machines::reconcile(cp, ctx).await,
             Phase::EtcdMembership => etcd_membership::reconcile(cp, ctx).await,

@@ -1,22 +1,21 @@
 //! Takes the step the plan chose: the first machine, one more (to scale or to replace an outdated one),
 //! one fewer, or nothing while a preflight check fails.
 
-use std::time::Duration;
-
 use kubeadm_api::controlplane::events;
 
+use super::Next;
 use super::unhealthy_machines;
 use crate::controller::events::{publish, publish_about};
 use crate::controller::scope::ControlPlane;
 use crate::controller::status::Report;
-use crate::controller::{Context, Error, WAIT, machines, workload};
+use crate::controller::{Context, Error, machines, workload};
 use crate::plan::{Purpose, Step};
 
 pub(super) async fn reconcile(
     cp: &ControlPlane<'_>,
     ctx: &Context,
     report: &mut Report,
-) -> Result<Option<Duration>, Error> {
+) -> Result<Option<Next>, Error> {
     let outcome = take_step(cp, ctx).await;
     match &outcome {
         Err(Error::Infrastructure(message)) => {
@@ -29,10 +28,10 @@ pub(super) async fn reconcile(
     outcome
 }
 
-async fn take_step(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Duration>, Error> {
+async fn take_step(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Next>, Error> {
     let (event, note, machine) = match &cp.plan.step {
         Step::Idle => return Ok(None),
-        Step::Wait { .. } => return Ok(Some(WAIT)),
+        Step::Wait { .. } => return Ok(Some(Next::Waiting)),
         Step::Initialize { failure_domain } => {
             let (name, _) = create_machine(cp, ctx, failure_domain.clone(), true).await?;
             let note = format!("created Machine {name} to initialize the control plane");
@@ -69,7 +68,7 @@ async fn take_step(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Durati
         }
     };
     publish_about(ctx, cp.kcp, event, event.action(), &note, Some(&machine)).await;
-    Ok(Some(WAIT))
+    Ok(Some(Next::Stepped))
 }
 
 /// Creates a machine; one created while a remediation is in progress replaces the remediated machine,

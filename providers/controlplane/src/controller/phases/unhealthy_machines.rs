@@ -6,20 +6,20 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
-use std::time::Duration;
 
 use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::controlplane::events;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use serde_json::json;
 
+use super::Next;
 use crate::controller::annotations::annotate_object;
 use crate::controller::events::publish_about;
 use crate::controller::machines::{self, Gathered};
 use crate::controller::metrics::METRICS;
 use crate::controller::scope::ControlPlane;
 use crate::controller::status::Report;
-use crate::controller::{Context, Error, WAIT};
+use crate::controller::{Context, Error};
 use crate::remediation::{
     self, Decision, HEALTH_CHECK_SUCCEEDED_CONDITION, MACHINE_DELETING_REASON,
     OWNER_REMEDIATED_CONDITION, RemediationData, Settings,
@@ -29,7 +29,7 @@ pub(super) async fn reconcile(
     cp: &ControlPlane<'_>,
     ctx: &Context,
     report: &mut Report,
-) -> Result<Option<Duration>, Error> {
+) -> Result<Option<Next>, Error> {
     let kcp = cp.kcp;
     let gathered = &cp.machines;
     let namespace = &cp.namespace;
@@ -130,7 +130,7 @@ pub(super) async fn reconcile(
             )
             .await;
             report.last_remediation(Some(&data));
-            Ok(Some(WAIT))
+            Ok(Some(Next::Stepped))
         }
     }
 }

@@ -1,0 +1,383 @@
+//! `make bench-rollout`: how close a control-plane rollout comes to the time its machines take to join.
+//!
+//! On simulated machines (real etcd, kube-apiserver and kubeadm, see the end-to-end tests), a cluster of
+//! 3 control-plane machines is rolled `BENCH_ROLLOUTS` times (default 5) by bumping its generation
+//! counter, then scaled to 5 and rolled once more. For each rollout it prints the wall time, each new
+//! machine's join (its `MachineCreated` Event until it has a Node and its etcd member votes), the sum of
+//! the joins and the ratio of the two, and the idle gaps between consecutive steps that are not a join,
+//! with what the control plane said it waited for. Nothing is asserted: it measures.
+//!
+//! Steps come from the control plane's own Events (`MachineCreated`, `MachineDeleted`,
+//! `EtcdMembershipChanged`, with microsecond times); joins and machines gone from sampling the Machines
+//! and the etcd membership every 100 ms.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use e2e_tests::Env;
+use e2e_tests::env::NS;
+use e2e_tests::etcd_watch::EtcdWatch;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kubeadm_api::controlplane::conditions::types;
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL};
+
+const CLUSTER: &str = "bench";
+const KCP: &str = "bench-control-plane";
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn vars(control_planes: u32, generation: u32) -> BTreeMap<&'static str, String> {
+    [
+        ("CLUSTER_NAME", CLUSTER.to_owned()),
+        ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
+        ("WORKER_MACHINE_COUNT", "0".to_owned()),
+        ("CONTROL_PLANE_MACHINE_GEN", format!("genc{generation:02}")),
+    ]
+    .into()
+}
+
+/// A moment in a rollout: a step the control plane took, or something the benchmark saw.
+#[derive(Clone, Debug)]
+struct Mark {
+    at: Timestamp,
+    what: String,
+}
+
+/// What the control plane said it was doing, sampled.
+struct Said {
+    at: Timestamp,
+    text: String,
+}
+
+struct Rollout {
+    replicas: u32,
+    wall: Duration,
+    /// (machine, join time).
+    joins: Vec<(String, Duration)>,
+    /// (gap, from, to, what the control plane said in the middle of it).
+    gaps: Vec<(Duration, String, String, String)>,
+}
+
+impl Rollout {
+    fn joined(&self) -> Duration {
+        self.joins.iter().map(|(_, d)| *d).sum()
+    }
+
+    fn ratio(&self) -> f64 {
+        self.wall.as_secs_f64() / self.joined().as_secs_f64().max(f64::EPSILON)
+    }
+
+    fn largest_gap(&self) -> Option<&(Duration, String, String, String)> {
+        self.gaps.iter().max_by_key(|g| g.0)
+    }
+}
+
+fn since(from: Timestamp, to: Timestamp) -> Duration {
+    to.duration_since(from).unsigned_abs()
+}
+
+/// The Events about this control plane's steps after `from`: `(time, reason/action machine)`.
+async fn steps(env: &Env, from: Timestamp) -> Vec<Mark> {
+    let events = Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events list");
+    let mut marks = Vec::new();
+    for event in events.items {
+        if event.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(KCP) {
+            continue;
+        }
+        let reason = event.reason.clone().unwrap_or_default();
+        if !matches!(
+            reason.as_str(),
+            "MachineCreated" | "MachineDeleted" | "EtcdMembershipChanged"
+        ) {
+            continue;
+        }
+        // A series (the same step again) keeps its first time: only single steps are marks.
+        let Some(at) = event.event_time.as_ref().map(|t| t.0) else {
+            continue;
+        };
+        if at < from {
+            continue;
+        }
+        let machine = event
+            .related
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        let action = event.action.clone().unwrap_or_default();
+        marks.push(Mark {
+            at,
+            what: format!("{reason}/{action} {machine}"),
+        });
+    }
+    marks.sort_by_key(|m| m.at);
+    marks
+}
+
+async fn control_plane_says(env: &Env) -> String {
+    let kcp: KubeadmControlPlane = Api::namespaced(env.client.clone(), NS)
+        .get(KCP)
+        .await
+        .expect("the control plane exists");
+    let conditions = kcp.status.map(|s| s.conditions).unwrap_or_default();
+    let say = |type_: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+            .map(|c| format!("{}: {}", c.reason, c.message))
+    };
+    let settled = conditions
+        .iter()
+        .find(|c| c.type_ == types::ETCD_MEMBERSHIP_SETTLED && c.status != "True")
+        .map(|c| format!("etcd {}: {}", c.reason, c.message));
+    [
+        say(types::ROLLING_OUT),
+        say(types::SCALING_UP),
+        say(types::SCALING_DOWN),
+        settled,
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("; ")
+}
+
+/// Rolls the control plane to `generation` and measures it.
+async fn roll(env: &Env, watch: &EtcdWatch, replicas: u32, generation: u32) -> Rollout {
+    let started = Timestamp::now();
+    let clock = Instant::now();
+    let before: BTreeSet<String> = control_plane_machines(env)
+        .await
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    env.apply_template(&vars(replicas, generation)).await;
+    let wanted = format!("genc{generation:02}");
+    let mut joined: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut gone: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut said: Vec<Said> = Vec::new();
+    loop {
+        let now = Timestamp::now();
+        let machines = control_plane_machines(env).await;
+        let voters: BTreeSet<String> = watch
+            .last()
+            .map(|s| {
+                s.members
+                    .into_iter()
+                    .filter(|(_, learner)| !learner)
+                    .map(|(n, _)| n)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (name, generation, node, deleting) in &machines {
+            let new = generation.as_deref() == Some(wanted.as_str()) && !before.contains(name);
+            if new && !deleting && node.is_some() && voters.contains(name) {
+                joined.entry(name.clone()).or_insert(now);
+            }
+        }
+        let present: BTreeSet<&String> = machines.iter().map(|m| &m.0).collect();
+        for old in &before {
+            if !present.contains(old) {
+                gone.entry(old.clone()).or_insert(now);
+            }
+        }
+        said.push(Said {
+            at: now,
+            text: control_plane_says(env).await,
+        });
+        let done = machines.len() == replicas as usize
+            && machines.iter().all(|(name, generation, node, deleting)| {
+                generation.as_deref() == Some(wanted.as_str())
+                    && node.is_some()
+                    && !deleting
+                    && voters.contains(name)
+            })
+            && voters.len() == replicas as usize;
+        if done {
+            break;
+        }
+        assert!(
+            clock.elapsed() < ROLLOUT_TIMEOUT,
+            "rollout to {wanted} did not finish: {machines:?}, voters {voters:?}\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+    let ended = Timestamp::now();
+    let steps = steps(env, started).await;
+    let created: BTreeMap<String, Timestamp> = steps
+        .iter()
+        .filter(|m| m.what.starts_with("MachineCreated/"))
+        .filter_map(|m| Some((m.what.rsplit(' ').next()?.to_owned(), m.at)))
+        .collect();
+    let joins: Vec<(String, Duration)> = joined
+        .iter()
+        .filter_map(|(name, at)| Some((name.clone(), since(*created.get(name)?, *at))))
+        .collect();
+    // Every moment, in order; the gaps between consecutive ones that no join covers are idle.
+    let mut marks = vec![Mark {
+        at: started,
+        what: "template applied".into(),
+    }];
+    marks.extend(steps);
+    marks.extend(joined.iter().map(|(name, at)| Mark {
+        at: *at,
+        what: format!("joined {name}"),
+    }));
+    marks.extend(gone.iter().map(|(name, at)| Mark {
+        at: *at,
+        what: format!("gone {name}"),
+    }));
+    marks.push(Mark {
+        at: ended,
+        what: "rolled out".into(),
+    });
+    marks.sort_by_key(|m| m.at);
+    let in_join = |from: Timestamp, to: Timestamp| {
+        joined.iter().any(|(name, end)| {
+            created
+                .get(name)
+                .is_some_and(|start| *start <= from && to <= *end)
+        })
+    };
+    let gaps = marks
+        .windows(2)
+        .filter(|pair| !in_join(pair[0].at, pair[1].at))
+        .map(|pair| {
+            let middle = pair[0].at + since(pair[0].at, pair[1].at) / 2;
+            let text = said
+                .iter()
+                .min_by_key(|s| since(s.at.min(middle), s.at.max(middle)))
+                .map(|s| s.text.clone())
+                .unwrap_or_default();
+            (
+                since(pair[0].at, pair[1].at),
+                pair[0].what.clone(),
+                pair[1].what.clone(),
+                text,
+            )
+        })
+        .collect();
+    Rollout {
+        replicas,
+        wall: since(started, ended),
+        joins,
+        gaps,
+    }
+}
+
+/// (name, generation label, node, deleting) of each control-plane Machine.
+async fn control_plane_machines(env: &Env) -> Vec<(String, Option<String>, Option<String>, bool)> {
+    env.machines(CLUSTER)
+        .await
+        .into_iter()
+        .filter(|m| m.labels().contains_key(CONTROL_PLANE_LABEL))
+        .map(|m| {
+            (
+                m.name_any(),
+                m.labels().get(MACHINE_GENERATION_LABEL).cloned(),
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.node_ref.as_ref())
+                    .map(|n| n.name.clone()),
+                m.metadata.deletion_timestamp.is_some(),
+            )
+        })
+        .collect()
+}
+
+fn print(rollouts: &[Rollout]) {
+    println!();
+    println!("| # | machines | wall | joins | sum of joins | ratio | largest idle gap |");
+    println!("|---|---|---|---|---|---|---|");
+    for (i, r) in rollouts.iter().enumerate() {
+        let joins: Vec<String> = r
+            .joins
+            .iter()
+            .map(|(_, d)| format!("{:.1}", d.as_secs_f64()))
+            .collect();
+        let gap = r
+            .largest_gap()
+            .map_or("—".to_owned(), |(d, from, to, said)| {
+                format!("{:.2} s ({from} → {to}; {said})", d.as_secs_f64())
+            });
+        println!(
+            "| {} | {} | {:.1} s | {} s | {:.1} s | {:.2} | {gap} |",
+            i + 1,
+            r.replicas,
+            r.wall.as_secs_f64(),
+            joins.join(", "),
+            r.joined().as_secs_f64(),
+            r.ratio(),
+        );
+    }
+    let mut ratios: Vec<f64> = rollouts.iter().map(Rollout::ratio).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios.get(ratios.len() / 2).copied().unwrap_or_default();
+    let largest = rollouts
+        .iter()
+        .flat_map(|r| r.gaps.iter())
+        .max_by_key(|g| g.0);
+    println!();
+    println!("median ratio {median:.2}");
+    if let Some((d, from, to, said)) = largest {
+        println!(
+            "largest idle gap {:.2} s: {from} → {to} ({said})",
+            d.as_secs_f64()
+        );
+    }
+    for (i, r) in rollouts.iter().enumerate() {
+        println!();
+        println!("rollout {} idle gaps over 1 s:", i + 1);
+        for (d, from, to, said) in r.gaps.iter().filter(|g| g.0 > Duration::from_secs(1)) {
+            println!("  {:.2} s  {from} → {to}  [{said}]", d.as_secs_f64());
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let rollouts: u32 = std::env::var("BENCH_ROLLOUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let env = Env::start(&[]).await;
+    env.apply_template(&vars(3, 1)).await;
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        CLUSTER,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(KCP, 3, ROLLOUT_TIMEOUT, "create 3")
+        .await;
+    let mut results = Vec::new();
+    for generation in 2..2 + rollouts {
+        let r = roll(&env, &watch, 3, generation).await;
+        println!(
+            "rollout {} of 3 machines: {:.1} s, ratio {:.2}",
+            results.len() + 1,
+            r.wall.as_secs_f64(),
+            r.ratio()
+        );
+        results.push(r);
+    }
+    env.scale_control_plane(KCP, 5).await;
+    env.wait_control_plane(KCP, 5, ROLLOUT_TIMEOUT, "scale to 5")
+        .await;
+    let r = roll(&env, &watch, 5, 2 + rollouts).await;
+    println!(
+        "rollout of 5 machines: {:.1} s, ratio {:.2}",
+        r.wall.as_secs_f64(),
+        r.ratio()
+    );
+    results.push(r);
+    print(&results);
+}
