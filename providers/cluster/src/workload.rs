@@ -95,6 +95,18 @@ pub async fn client_from_secret(
     namespace: &str,
     cluster: &str,
 ) -> Result<kube::Client, WorkloadError> {
+    client_from_secret_at(secret, namespace, cluster, None).await
+}
+
+/// [`client_from_secret`], talking to the API server at `server` (`host:port`, e.g. one control-plane
+/// machine's, from its kube-apiserver pod) instead of the kubeconfig's (the cluster's endpoint); the
+/// server's certificate is checked against the same CA, for the host `server` names.
+pub async fn client_from_secret_at(
+    secret: &Secret,
+    namespace: &str,
+    cluster: &str,
+    server: Option<&str>,
+) -> Result<kube::Client, WorkloadError> {
     let name = kubeconfig_secret_name(cluster);
     let unparseable = |reason: String| WorkloadError::Unparseable {
         namespace: namespace.to_owned(),
@@ -112,17 +124,26 @@ pub async fn client_from_secret(
     let yaml = std::str::from_utf8(&raw.0).map_err(|_| unparseable("not UTF-8".to_owned()))?;
     let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| unparseable(describe(&e)))?;
     check_self_contained(&kubeconfig).map_err(unparseable)?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| unparseable(describe(&e)))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| unparseable(describe(&e)))?;
+    if let Some(server) = server {
+        config.cluster_url = format!("https://{server}")
+            .parse()
+            .map_err(|e| unparseable(format!("API server {server}: {e}")))?;
+    }
     kube::Client::try_from(config).map_err(|e| unparseable(format!("cannot build a client: {e}")))
 }
 
-/// Workload clients by (namespace, cluster), each kept with the resourceVersion of the kubeconfig Secret it
-/// was built from and rebuilt when the Secret changes: building a client parses the kubeconfig and sets up
-/// TLS, which a reconcile should not repeat.
+/// Cache key: namespace, cluster, and the API server when not the kubeconfig's.
+type ClientKey = (String, String, Option<String>);
+
+/// Workload clients by (namespace, cluster, API server), each kept with the resourceVersion of the
+/// kubeconfig Secret it was built from and rebuilt when the Secret changes: building a client parses the
+/// kubeconfig and sets up TLS, which a reconcile should not repeat.
 #[derive(Default)]
-pub struct WorkloadClients(Mutex<HashMap<(String, String), (String, kube::Client)>>);
+pub struct WorkloadClients(Mutex<HashMap<ClientKey, (String, kube::Client)>>);
 
 impl WorkloadClients {
     /// The client for `cluster`, reading its kubeconfig Secret to see whether the cached one still holds.
@@ -133,35 +154,41 @@ impl WorkloadClients {
         cluster: &str,
     ) -> Result<kube::Client, WorkloadError> {
         let secret = read_secret(management, namespace, cluster).await?;
-        self.client_for(&secret, namespace, cluster).await
+        self.client_for(&secret, namespace, cluster, None).await
     }
 
-    /// The client for the cluster whose kubeconfig Secret is `secret`, already read.
+    /// The client for the cluster whose kubeconfig Secret is `secret`, already read; through `server`
+    /// (see [`client_from_secret_at`]) when given.
     pub async fn client_for(
         &self,
         secret: &Secret,
         namespace: &str,
         cluster: &str,
+        server: Option<&str>,
     ) -> Result<kube::Client, WorkloadError> {
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
-        let key = (namespace.to_owned(), cluster.to_owned());
+        let key = (
+            namespace.to_owned(),
+            cluster.to_owned(),
+            server.map(str::to_owned),
+        );
         if let Some((cached, client)) = self.lock().get(&key)
             && *cached == version
         {
             return Ok(client.clone());
         }
-        let client = client_from_secret(secret, namespace, cluster).await?;
+        let client = client_from_secret_at(secret, namespace, cluster, server).await?;
         self.lock().insert(key, (version, client.clone()));
         Ok(client)
     }
 
-    /// Drops the client of a cluster that is gone.
+    /// Drops the clients of a cluster that is gone (or whose connections stopped answering).
     pub fn forget(&self, namespace: &str, cluster: &str) {
         self.lock()
-            .remove(&(namespace.to_owned(), cluster.to_owned()));
+            .retain(|(ns, name, _), _| !(ns == namespace && name == cluster));
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), (String, kube::Client)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ClientKey, (String, kube::Client)>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -64,6 +64,7 @@ pub(super) async fn kubeconfig(
     cluster: &str,
     server: &str,
     ca: &kubeadm_cluster::CertPem,
+    through: Option<&str>,
 ) -> Result<Result<kube::Client, String>, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -108,7 +109,7 @@ pub(super) async fn kubeconfig(
     };
     Ok(ctx
         .workload
-        .client_for(&secret, &namespace, cluster)
+        .client_for(&secret, &namespace, cluster, through)
         .await
         .map_err(|e| e.to_string()))
 }

@@ -4,6 +4,7 @@
 
 mod addons;
 mod annotations;
+mod api_servers;
 mod credentials;
 mod etcd;
 mod events;
@@ -152,6 +153,8 @@ pub struct Context {
     backoff: ErrorBackoff<ObjectRef<KubeadmControlPlane>>,
     /// When the control planes with a change in flight took their last step.
     in_flight: in_flight::InFlight,
+    /// The API servers of staying machines, for clusters with a machine leaving.
+    api_servers: api_servers::ApiServers,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -183,6 +186,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         etcd,
         backoff: ErrorBackoff::default(),
         in_flight: Default::default(),
+        api_servers: Default::default(),
     });
     let controller = Controller::new(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))

@@ -52,8 +52,18 @@ async fn run(
         return Ok(Action::requeue(WAIT));
     };
     let certificates = credentials::certificates(ctx, kcp, cluster, report).await?;
-    let workload =
-        credentials::kubeconfig(ctx, kcp, &cluster.name_any(), &server, &certificates.ca).await?;
+    let pinned = ctx
+        .api_servers
+        .pinned(&(kcp.namespace().unwrap_or_default(), cluster.name_any()));
+    let workload = credentials::kubeconfig(
+        ctx,
+        kcp,
+        &cluster.name_any(),
+        &server,
+        &certificates.ca,
+        pinned.as_deref(),
+    )
+    .await?;
 
     let cp = ControlPlane::observe(ctx, kcp, cluster, desired, &certificates, workload).await?;
     let mut acted = None;

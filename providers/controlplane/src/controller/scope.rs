@@ -77,10 +77,18 @@ impl<'a> ControlPlane<'a> {
             .and_then(|i| i.control_plane_initialized)
             == Some(true);
         let seen = observe::workload(ctx, kcp, &workload, was_initialized, &gathered).await;
-        if let Workload::Unreachable(_) = &seen {
-            // The next reconcile connects afresh: through a load balancer, a connection to an API server
-            // that stopped answering (its etcd member was just removed) would hang again.
-            ctx.workload.forget(&namespace, &cluster_name);
+        let key = (namespace.clone(), cluster_name.clone());
+        match &seen {
+            Workload::Unreachable(_) => {
+                // The next reconcile connects afresh, through the cluster's endpoint: a kept connection
+                // may lead to an API server that stopped answering (its etcd member was just removed).
+                ctx.workload.forget(&namespace, &cluster_name);
+                ctx.api_servers.chose(key, None);
+            }
+            Workload::Seen { pods, .. } => {
+                let server = super::api_servers::choose(&gathered.machines, pods);
+                ctx.api_servers.chose(key, server);
+            }
         }
         let initialized = was_initialized || seen.initialized();
         let view = match &seen {
