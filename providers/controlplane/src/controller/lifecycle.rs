@@ -79,7 +79,7 @@ pub(super) async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<
         .forget(&(namespace.clone(), cluster_name.clone()));
     ctx.workload.forget(&namespace, &cluster_name);
     ctx.api_servers
-        .chose((namespace.clone(), cluster_name.clone()), None);
+        .forget(&(namespace.clone(), cluster_name.clone()));
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     let all = machines_api
         .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}")))

@@ -65,7 +65,16 @@ async fn run(
     )
     .await?;
 
-    let cp = ControlPlane::observe(ctx, kcp, cluster, desired, &certificates, workload).await?;
+    let cp = ControlPlane::observe(
+        ctx,
+        kcp,
+        cluster,
+        desired,
+        &certificates,
+        workload,
+        pinned.as_deref(),
+    )
+    .await?;
     let mut acted = None;
     let mut failed = None;
     for phase in PHASES {

@@ -65,6 +65,7 @@ impl<'a> ControlPlane<'a> {
         desired: DesiredState,
         certificates: &ClusterCertificates,
         workload: Result<kube::Client, String>,
+        through: Option<&str>,
     ) -> Result<ControlPlane<'a>, Error> {
         let namespace = kcp.namespace().unwrap_or_default();
         let cluster_name = cluster.name_any();
@@ -83,11 +84,13 @@ impl<'a> ControlPlane<'a> {
                 // The next reconcile connects afresh, through the cluster's endpoint: a kept connection
                 // may lead to an API server that stopped answering (its etcd member was just removed).
                 ctx.workload.forget(&namespace, &cluster_name);
-                ctx.api_servers.chose(key, None);
+                ctx.api_servers.failed_through(key, through);
             }
             Workload::Seen { pods, .. } => {
-                let server = super::api_servers::choose(&gathered.machines, pods);
-                ctx.api_servers.chose(key, server);
+                let failed = ctx.api_servers.failed(&key);
+                let server = super::api_servers::choose(&gathered.machines, pods, &failed);
+                let leaving = gathered.machines.iter().any(|m| m.deleting);
+                ctx.api_servers.chose(key, server, leaving);
             }
         }
         let initialized = was_initialized || seen.initialized();
