@@ -362,6 +362,26 @@ pub async fn patch_kcp(client: &kube::Client, spec: Value) {
         .unwrap();
 }
 
+/// Waits until the controller has reconciled the control plane's current spec (its status carries the
+/// spec's generation), so that no reconcile still running on the previous spec acts afterwards.
+pub async fn wait_observed(client: &kube::Client) {
+    let api = Api::<KubeadmControlPlane>::namespaced(client.clone(), NS);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let kcp = api.get(KCP).await.unwrap();
+        let observed = kcp.status.as_ref().and_then(|s| s.observed_generation);
+        if observed.is_some() && observed == kcp.metadata.generation {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "generation {:?} not observed (status has {observed:?})",
+            kcp.metadata.generation
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 pub async fn cloned_from(env: &Env) -> Vec<String> {
     let resource = sim_resource("SimMachine");
     let mut names: Vec<String> =

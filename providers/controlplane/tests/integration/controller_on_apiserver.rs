@@ -613,6 +613,8 @@ async fn unhealthy_machines_are_replaced_retries_counted_and_limited() {
 
     // Retries spent: the machine stays and says why.
     patch_kcp(&env.client, json!({ "remediation": { "maxRetry": 1 } })).await;
+    // A reconcile still running on the spec without the limit would remediate once more.
+    wait_observed(&env.client).await;
     mark_unhealthy(&env.client, &third).await;
     let machine_api = Api::<Machine>::namespaced(env.client.clone(), NS);
     let deadline = Instant::now() + CONVERGE;
