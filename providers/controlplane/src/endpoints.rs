@@ -18,6 +18,9 @@ use crate::machines::Health;
 /// The key of the `kubeadm-config` ConfigMap that older kubeadm versions kept endpoints in.
 pub const CLUSTER_STATUS_KEY: &str = "ClusterStatus";
 
+/// The label kubeadm puts on its control-plane static pods (in `kube-system`).
+pub const CONTROL_PLANE_POD_SELECTOR: &str = "tier=control-plane";
+
 /// The control-plane components kubeadm runs as static pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Component {

@@ -80,6 +80,8 @@ pub(super) async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<
     ctx.workload.forget(&namespace, &cluster_name);
     ctx.api_servers
         .forget(&(namespace.clone(), cluster_name.clone()));
+    ctx.watches
+        .close(&(namespace.clone(), cluster_name.clone()));
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     let all = machines_api
         .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}")))

@@ -19,6 +19,7 @@ mod reconcile;
 mod scope;
 mod status;
 mod workload;
+mod workload_watches;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,6 +156,8 @@ pub struct Context {
     in_flight: in_flight::InFlight,
     /// The API servers of staying machines, for clusters with a machine leaving.
     api_servers: api_servers::ApiServers,
+    /// Watches on the workload clusters' control-plane pods and Nodes, which wake their control planes.
+    watches: workload_watches::WorkloadWatches,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -177,6 +180,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let client = counted(&client);
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
     let etcd = etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
+    let (watches, woken) = workload_watches::WorkloadWatches::new();
     let context = Arc::new(Context {
         client,
         settings,
@@ -187,10 +191,12 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         backoff: ErrorBackoff::default(),
         in_flight: Default::default(),
         api_servers: Default::default(),
+        watches,
     });
     let controller = Controller::new(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .owns(machines, watch.clone())
+        .reconcile_on(woken)
         // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
         .watches(clusters, watch, |cluster: Cluster| {
             let namespace = cluster.namespace()?;

@@ -4,6 +4,7 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use kubeadm_api::cluster::v1beta2::Cluster;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::ClusterCertificates;
@@ -84,9 +85,17 @@ impl<'a> ControlPlane<'a> {
                 // The next reconcile connects afresh, through the cluster's endpoint: a kept connection
                 // may lead to an API server that stopped answering (its etcd member was just removed).
                 ctx.workload.forget(&namespace, &cluster_name);
+                if through.is_none() {
+                    ctx.watches.close(&key);
+                }
                 ctx.api_servers.failed_through(key, through);
             }
             Workload::Seen { pods, .. } => {
+                // Watches through the cluster's endpoint, which outlive any one machine.
+                if let (Ok(client), None) = (&workload, through) {
+                    ctx.watches
+                        .ensure(key.clone(), ObjectRef::from_obj(kcp), client);
+                }
                 let failed = ctx.api_servers.failed(&key);
                 let server = super::api_servers::choose(&gathered.machines, pods, &failed);
                 let leaving = gathered.machines.iter().any(|m| m.deleting);

@@ -51,7 +51,9 @@ pub(super) async fn machine_pods(
     machines: &[ControlPlaneMachine],
 ) -> Result<BTreeMap<String, MachinePods>, Unreachable> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
-    let listed = bounded(pods.list(&ListParams::default().labels("tier=control-plane"))).await?;
+    let listed =
+        bounded(pods.list(&ListParams::default().labels(endpoints::CONTROL_PLANE_POD_SELECTOR)))
+            .await?;
     let refs: Vec<MachineRef<'_>> = machines
         .iter()
         .map(|m| MachineRef {

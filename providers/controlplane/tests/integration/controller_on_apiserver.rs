@@ -818,3 +818,60 @@ async fn kube_proxy_follows_the_version_and_coredns_the_dns_settings() {
         "registry.k8s.io/coredns/coredns:v1.12.0"
     );
 }
+
+/// A static pod that stops being ready in the workload cluster wakes the control plane through its
+/// watch on the cluster's control-plane pods: the Machine says so long before a settled control plane
+/// with external etcd is looked at again (the 10-minute sync period), and again when the pod recovers.
+#[tokio::test]
+async fn a_static_pod_changing_in_the_workload_cluster_wakes_the_control_plane() {
+    use k8s_openapi::api::core::v1::Pod;
+    let env = setup(1, "prod-control-plane-genc01", true).await;
+    wait_converged(&env, 1, "initial").await;
+    let machine = machines(&env.client).await.remove(0);
+    let node = machine.status.unwrap().node_ref.unwrap().name;
+    let scheduler = format!("kube-scheduler-{node}");
+    let machine = machine.metadata.name.unwrap();
+    let scheduler_healthy = |status: &'static str| {
+        let client = env.client.clone();
+        let machine = machine.clone();
+        move || {
+            let client = client.clone();
+            let machine = machine.clone();
+            async move {
+                let machine = Api::<Machine>::namespaced(client, NS)
+                    .get(&machine)
+                    .await
+                    .unwrap();
+                machine
+                    .status
+                    .unwrap_or_default()
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "SchedulerPodHealthy" && c.status == status)
+            }
+        }
+    };
+    wait_for("the scheduler pod is healthy", scheduler_healthy("True")).await;
+    wait_observed(&env.client).await;
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "kube-system");
+    let ready = |status: &str| {
+        json!({ "status": { "conditions": [
+            { "type": "Ready", "status": status, "lastTransitionTime": k8s_openapi::jiff::Timestamp::now() },
+        ] } })
+    };
+    for (ready_now, reported) in [("False", "not ready"), ("True", "ready again")] {
+        pods.patch_status(
+            &scheduler,
+            &PatchParams::default(),
+            &Patch::Merge(&ready(ready_now)),
+        )
+        .await
+        .unwrap();
+        wait_for(
+            &format!("the Machine reports the scheduler pod {reported}"),
+            scheduler_healthy(ready_now),
+        )
+        .await;
+    }
+}

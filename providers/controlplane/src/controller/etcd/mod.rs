@@ -36,6 +36,9 @@ pub(super) struct EtcdSessions {
     pub(super) forwards: crate::etcd::PortForwards,
     certs: Mutex<HashMap<ClusterKey, Arc<EtcdClientCert>>>,
     first_seen: Mutex<HashMap<ClusterKey, BTreeMap<u64, Timestamp>>>,
+    /// The client URL of the leader each cluster's last observation found, asked first next time: a
+    /// member that was removed or whose machine went may not answer at all until a dial times out.
+    leaders: Mutex<HashMap<ClusterKey, String>>,
     /// Defragmentation rounds in progress.
     rounds: Mutex<HashMap<ClusterKey, etcd_maintenance::Round>>,
     pub(super) learner_timeout: SignedDuration,
@@ -49,6 +52,7 @@ impl EtcdSessions {
             forwards: Default::default(),
             certs: Mutex::default(),
             first_seen: Mutex::default(),
+            leaders: Mutex::default(),
             rounds: Mutex::default(),
             learner_timeout,
             unstarted_grace,

@@ -101,6 +101,23 @@ impl From<crate::etcd::EtcdError> for Unobservable {
     }
 }
 
+/// `endpoints` with `leader` (when among them) first, the rest in their order.
+fn leader_first(endpoints: &[String], leader: Option<&str>) -> Vec<String> {
+    let mut ordered = endpoints.to_vec();
+    if let Some(at) = ordered.iter().position(|e| Some(e.as_str()) == leader) {
+        let url = ordered.remove(at);
+        ordered.insert(0, url);
+    }
+    ordered
+}
+
+/// The first client URL of the member the observation found leading.
+fn leader_url(observation: &Observation) -> Option<String> {
+    let leader = observation.leader?;
+    let member = observation.members.iter().find(|m| m.id == leader)?;
+    member.client_urls.first().cloned()
+}
+
 /// One reconcile's picture of etcd, in the planner's terms.
 pub(in crate::controller) struct EtcdView {
     pub observation: Observation,
@@ -128,7 +145,13 @@ impl EtcdSessions {
             .client_cert(&key, cluster, etcd_ca)
             .map_err(Unobservable::new)?;
         let etcd = self.clients.workload(cert).routed(routes);
-        let observation = etcd.observe(endpoints).await?;
+        let leaders = || self.leaders.lock().unwrap_or_else(PoisonError::into_inner);
+        let ordered = leader_first(endpoints, leaders().get(&key).map(String::as_str));
+        let observation = etcd.observe(&ordered).await?;
+        match leader_url(&observation) {
+            Some(url) => leaders().insert(key.clone(), url),
+            None => leaders().remove(&key),
+        };
         let members: Vec<Member> = observation.members.clone();
         let states = member_states(&observation);
         let first_seen = {
@@ -266,6 +289,23 @@ pub(in crate::controller) fn member_health(
 mod tests {
     use super::*;
     use crate::etcd::{AlarmKind, Status};
+
+    #[test]
+    fn the_last_leader_is_asked_first() {
+        let urls: Vec<String> = [
+            "https://10.0.0.1:2379",
+            "https://10.0.0.2:2379",
+            "https://10.0.0.3:2379",
+        ]
+        .map(String::from)
+        .to_vec();
+        let ordered = leader_first(&urls, Some("https://10.0.0.3:2379"));
+        assert_eq!(ordered[0], urls[2]);
+        assert_eq!(ordered[1..], urls[..2]);
+        // A leader no pod announces any more (its machine went) changes nothing.
+        assert_eq!(leader_first(&urls, Some("https://10.0.0.9:2379")), urls);
+        assert_eq!(leader_first(&urls, None), urls);
+    }
 
     fn status(id: u64, leader: u64) -> Status {
         Status {
