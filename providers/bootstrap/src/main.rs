@@ -48,6 +48,9 @@ struct RunArgs {
     /// Lifetime of join tokens, e.g. 15m or 900s; refreshed until the Machine has a Node.
     #[arg(long, default_value = "15m", value_parser = kubeadm_runtime::duration::parse_duration)]
     bootstrap_token_ttl: Duration,
+    /// KubeadmConfigs reconciled at the same time.
+    #[arg(long, default_value_t = 100)]
+    kubeadmconfig_concurrency: u16,
 }
 
 #[tokio::main]
@@ -58,6 +61,7 @@ async fn main() -> ExitCode {
                 token_ttl: args.bootstrap_token_ttl,
                 namespace: args.manager.namespace.clone(),
                 watch_filter: args.manager.watch_filter.clone(),
+                concurrency: args.kubeadmconfig_concurrency,
             };
             let result =
                 run_manager_with_webhooks(

@@ -65,6 +65,9 @@ struct RunArgs {
     /// A member added but never started is removed after this long, e.g. 5m.
     #[arg(long, default_value = "5m", value_parser = kubeadm_runtime::duration::parse_duration)]
     etcd_unstarted_grace: std::time::Duration,
+    /// KubeadmControlPlanes reconciled at the same time.
+    #[arg(long, default_value_t = 100)]
+    kubeadmcontrolplane_concurrency: u16,
 }
 
 fn signed(d: std::time::Duration) -> k8s_openapi::jiff::SignedDuration {
@@ -82,6 +85,7 @@ async fn main() -> ExitCode {
                 etcd_access,
                 etcd_learner_timeout,
                 etcd_unstarted_grace,
+                kubeadmcontrolplane_concurrency,
             } = *run;
             let settings = controller::Settings {
                 namespace: args.namespace.clone(),
@@ -91,6 +95,8 @@ async fn main() -> ExitCode {
                 etcd_access,
                 learner_timeout: signed(etcd_learner_timeout),
                 unstarted_grace: signed(etcd_unstarted_grace),
+                concurrency: kubeadmcontrolplane_concurrency,
+                sync_period: args.sync_period,
                 ..controller::Settings::default()
             };
             let namespace = args.namespace.clone();

@@ -2,6 +2,7 @@
 //! Prometheus `/metrics`, Events, the webhook server's options and its start on every replica, Lease-based
 //! leader election, logging setup and graceful shutdown.
 
+pub mod before_send;
 pub mod controller;
 pub mod duration;
 pub mod events;
@@ -9,6 +10,7 @@ pub mod health;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod rate_limit;
 pub mod shutdown;
 pub mod telemetry;
 pub mod watching;

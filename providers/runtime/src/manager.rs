@@ -55,6 +55,15 @@ pub struct ManagerArgs {
     /// `kubeadm-bootstrap-manager-leader-election-capi`, so Go and Rust replicas exclude each other].
     #[arg(long, value_name = "NAME")]
     pub leader_election_id: Option<String>,
+    /// Requests per second to the management API server, after a burst (0: no limit).
+    #[arg(long, default_value_t = 100.0, value_name = "QPS")]
+    pub kube_api_qps: f64,
+    /// Requests sent at once before `--kube-api-qps` applies.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub kube_api_burst: u32,
+    /// How often a settled object is looked at again when nothing about it changes, e.g. 10m.
+    #[arg(long, default_value = "10m", value_parser = crate::duration::parse_duration)]
+    pub sync_period: Duration,
     #[command(flatten)]
     pub webhook: WebhookArgs,
 }
@@ -173,6 +182,13 @@ impl ManagerArgs {
         ));
         let url = config.cluster_url.to_string();
         let client = kube::Client::try_from(config).map_err(|e| invalid(e.to_string()))?;
+        let client = crate::rate_limit::limited(
+            &client,
+            crate::rate_limit::Limit {
+                qps: self.kube_api_qps,
+                burst: self.kube_api_burst,
+            },
+        );
         let timeout = Duration::from_secs(self.connect_timeout);
         let version = tokio::time::timeout(timeout, client.apiserver_version())
             .await

@@ -1,13 +1,8 @@
 //! Prometheus metrics of the process: one registry that every controller registers into, served at
 //! `/metrics` on the health listener, so a manager needs no extra wiring or port for it.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
-use http::{Request, Response};
-use kube::client::Body;
 use prometheus_client::registry::Registry;
 
 pub use http::Method;
@@ -43,42 +38,15 @@ pub fn observe_writes<F>(client: &kube::Client, on_write: F) -> kube::Client
 where
     F: Fn(&Method, &str) + Send + Sync + 'static,
 {
-    let observer = WriteObserver {
-        client: client.clone(),
-        on_write: Arc::new(on_write),
-    };
-    kube::Client::new(observer, client.default_namespace()).with_valid_until(*client.valid_until())
-}
-
-struct WriteObserver<F> {
-    client: kube::Client,
-    on_write: Arc<F>,
-}
-
-type Sent = Pin<Box<dyn Future<Output = Result<Response<Body>, kube::Error>> + Send>>;
-
-impl<F> tower_service::Service<Request<Body>> for WriteObserver<F>
-where
-    F: Fn(&Method, &str) + Send + Sync + 'static,
-{
-    type Response = Response<Body>;
-    type Error = kube::Error;
-    type Future = Sent;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Sent {
+    crate::before_send::before_send(client, move |request| {
         if !matches!(
             *request.method(),
             Method::GET | Method::HEAD | Method::OPTIONS
         ) {
-            (self.on_write)(request.method(), request.uri().path());
+            on_write(request.method(), request.uri().path());
         }
-        let client = self.client.clone();
-        Box::pin(async move { client.send(request).await })
-    }
+        std::time::Duration::ZERO
+    })
 }
 
 /// The resource and subresource a namespaced API path names, e.g.

@@ -58,6 +58,8 @@ pub struct Settings {
     pub namespace: String,
     /// Only objects whose `cluster.x-k8s.io/watch-filter` label has this value (all when empty).
     pub watch_filter: String,
+    /// KubeadmConfigs reconciled at the same time (Cluster API's default is 100).
+    pub concurrency: u16,
 }
 
 impl Default for Settings {
@@ -66,6 +68,7 @@ impl Default for Settings {
             token_ttl: tokens::DEFAULT_TTL,
             namespace: String::new(),
             watch_filter: String::new(),
+            concurrency: 100,
         }
     }
 }
@@ -128,7 +131,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let pools_served = served::<MachinePool>(&client, "").await.is_ok();
     let pools: Api<MachinePool> = scoped_api(&client, &settings.namespace);
     let pool_watch = watch.clone();
-    let controller = Controller::new(configs, watch.clone());
+    let controller = Controller::new(configs, watch.clone()).with_config(
+        kube::runtime::controller::Config::default().concurrency(settings.concurrency),
+    );
     let cluster_store = controller.store();
     let client = counted(&client, ApiServer::Management);
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));

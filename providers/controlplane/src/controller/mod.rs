@@ -45,8 +45,6 @@ use kubeadm_cluster::kubeconfig::KubeconfigError;
 
 pub use lifecycle::FINALIZER;
 
-/// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal).
-const RESYNC: Duration = Duration::from_secs(300);
 /// How often a settled control plane with stacked etcd is looked at again: etcd changes (a learner that
 /// kubeadm left behind, a member that went down) raise no Kubernetes event.
 const ETCD_RESYNC: Duration = Duration::from_secs(30);
@@ -66,8 +64,11 @@ pub struct Settings {
     /// Parts of an interrupted machine creation younger than this are left alone: the creation may still
     /// be in flight in a controller that is about to lose its lease.
     pub leftover_grace: Duration,
-    /// Control planes reconciled at the same time (Cluster API's default is 10).
+    /// Control planes reconciled at the same time (Cluster API's default is 100).
     pub concurrency: u16,
+    /// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal);
+    /// with stacked etcd at least every 30 s.
+    pub sync_period: Duration,
     /// How long an etcd learner may take to catch up before it is removed.
     pub learner_timeout: k8s_openapi::jiff::SignedDuration,
     /// How long an added etcd member may take to start before it is removed.
@@ -86,7 +87,8 @@ impl Default for Settings {
             namespace: String::new(),
             watch_filter: String::new(),
             leftover_grace: Duration::from_secs(60),
-            concurrency: 10,
+            concurrency: 100,
+            sync_period: Duration::from_secs(600),
             learner_timeout: crate::etcd_membership::DEFAULT_LEARNER_TIMEOUT,
             unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
             snapshot_dir: None,

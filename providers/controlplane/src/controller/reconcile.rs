@@ -16,7 +16,7 @@ use super::in_flight::InFlight;
 use super::phases::{Next, PHASES};
 use super::scope::ControlPlane;
 use super::status::Report;
-use super::{Context, ETCD_RESYNC, Error, RESYNC, WAIT, credentials, machines};
+use super::{Context, ETCD_RESYNC, Error, WAIT, credentials, machines};
 use crate::desired::DesiredState;
 use crate::etcd_membership;
 use crate::plan::Step;
@@ -100,13 +100,24 @@ async fn run(
         return Err(e);
     }
     reported?;
-    Ok(Action::requeue(requeue(&cp, acted, &ctx.in_flight)))
+    let settled = ctx.settings.sync_period;
+    Ok(Action::requeue(requeue(
+        &cp,
+        acted,
+        &ctx.in_flight,
+        settled,
+    )))
 }
 
 /// When to look again: soon while a change is in flight (see [`InFlight`]), when the acting phase asks,
-/// or at the resync of a settled control plane; never later than a running etcd learner timeout or
-/// unstarted grace (the lowest wins).
-fn requeue(cp: &ControlPlane<'_>, acted: Option<Next>, in_flight: &InFlight) -> Duration {
+/// or after `settled` (the sync period; at most [`ETCD_RESYNC`] with stacked etcd); never later than a
+/// running etcd learner timeout or unstarted grace (the lowest wins).
+fn requeue(
+    cp: &ControlPlane<'_>,
+    acted: Option<Next>,
+    in_flight: &InFlight,
+    settled: Duration,
+) -> Duration {
     let key = ObjectRef::from_obj(cp.kcp);
     let after = match acted {
         Some(Next::Stepped) => in_flight.poll(key, true),
@@ -116,9 +127,9 @@ fn requeue(cp: &ControlPlane<'_>, acted: Option<Next>, in_flight: &InFlight) -> 
         None => {
             in_flight.settled(&key);
             if cp.desired.external_etcd {
-                RESYNC
+                settled
             } else {
-                ETCD_RESYNC
+                ETCD_RESYNC.min(settled)
             }
         }
     };
