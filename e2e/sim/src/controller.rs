@@ -280,6 +280,20 @@ fn condition(type_: &str, ok: bool, reason: &str, message: &str) -> Value {
     json!({ "type": type_, "status": if ok { "True" } else { "False" }, "reason": reason, "message": message, "lastTransitionTime": now() })
 }
 
+/// A Machine's conditions as JSON values, for [`merge_conditions`].
+fn conditions_of(machine: &Machine) -> Vec<Value> {
+    machine
+        .status
+        .as_ref()
+        .map(|s| {
+            s.conditions
+                .iter()
+                .map(|c| serde_json::to_value(c).expect("serializes"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Conditions without their times, to compare desired with written status.
 fn without_times(mut status: Value) -> Value {
     if let Some(conditions) = status
@@ -1339,17 +1353,7 @@ impl Controller {
                 "",
             ),
         ];
-        let existing: Vec<Value> = machine
-            .status
-            .as_ref()
-            .map(|s| {
-                s.conditions
-                    .iter()
-                    .map(|c| serde_json::to_value(c).expect("serializes"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let conditions = merge_conditions(&existing, ours.to_vec());
+        let conditions = merge_conditions(&conditions_of(machine), ours.to_vec());
         let mut status = json!({ "status": {
             "phase": phase,
             "initialization": { "bootstrapDataSecretCreated": bootstrap_ready, "infrastructureProvisioned": provisioned },
@@ -1382,7 +1386,16 @@ impl Controller {
             .any(|k| k.starts_with(PRE_TERMINATE_HOOK_PREFIX));
         let api = self.dynamic(&ns, "cluster.x-k8s.io", "Machine");
         if held {
-            let status = json!({ "status": { "phase": "Deleting" } });
+            // Nothing to drain here: the Machine goes straight to its pre-terminate hooks, and says so
+            // as the core manager does.
+            let deleting = condition(
+                "Deleting",
+                true,
+                "WaitingForPreTerminateHook",
+                "Waiting for pre-terminate hooks to succeed",
+            );
+            let conditions = merge_conditions(&conditions_of(machine), vec![deleting]);
+            let status = json!({ "status": { "phase": "Deleting", "conditions": conditions } });
             self.write_status(&api, &name, status).await;
             return Ok(());
         }
@@ -1506,12 +1519,16 @@ impl Controller {
                 && let Some((workload, node_name)) = self.stop_node(&key, cluster_key)
             {
                 // The VM goes; its mirror pods go with the Node the core manager deletes next (the
-                // pod garbage collector's job, which no controller manager does here).
-                let _ = tokio::time::timeout(
-                    WORKLOAD_TIMEOUT,
-                    node::forget_mirror_pods(&workload, &node_name),
-                )
-                .await;
+                // pod garbage collector's job, which no controller manager does here). Off the pass:
+                // a VM's deletion does not wait for the workload cluster, whose connection may still
+                // lead to the API server just stopped.
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(
+                        WORKLOAD_TIMEOUT,
+                        node::forget_mirror_pods(&workload, &node_name),
+                    )
+                    .await;
+                });
             }
             return remove_finalizer(
                 &sim_api,

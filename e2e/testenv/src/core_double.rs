@@ -281,6 +281,7 @@ impl Double {
             .keys()
             .any(|k| k.starts_with(PRE_TERMINATE_HOOK_PREFIX));
         if held {
+            self.wait_for_pre_terminate_hooks(machine).await;
             return;
         }
         let node = format!("node-{}", machine.name_any());
@@ -301,6 +302,44 @@ impl Double {
             .await;
     }
 }
+
+impl Double {
+    /// Nothing to drain here: a held Machine says at once, as core Cluster API does once the node is
+    /// drained, that only its pre-terminate hooks hold it.
+    async fn wait_for_pre_terminate_hooks(&self, machine: &DynamicObject) {
+        let conditions = machine.data["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c["type"] == "Deleting" && c["reason"] == WAITING_FOR_PRE_TERMINATE_HOOK)
+        {
+            return;
+        }
+        let mut conditions: Vec<_> = conditions
+            .into_iter()
+            .filter(|c| c["type"] != "Deleting")
+            .collect();
+        conditions.push(json!({
+            "type": "Deleting", "status": "True", "reason": WAITING_FOR_PRE_TERMINATE_HOOK,
+            "message": "Waiting for pre-terminate hooks to succeed",
+            "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+        }));
+        let status = json!({ "status": { "conditions": conditions } });
+        let _ = self
+            .machines
+            .patch_status(
+                &machine.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&status),
+            )
+            .await;
+    }
+}
+
+/// The reason of a deleting Machine's `Deleting` condition once only pre-terminate hooks hold it.
+const WAITING_FOR_PRE_TERMINATE_HOOK: &str = "WaitingForPreTerminateHook";
 
 const COMPONENTS: [&str; 4] = [
     "kube-apiserver",

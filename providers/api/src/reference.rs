@@ -170,6 +170,7 @@ pub const MACHINE_CONDITIONS: &[Condition] = &[
     condition(&[machine::UP_TO_DATE], &[reasons::UP_TO_DATE], &[reasons::NOT_UP_TO_DATE, reasons::UPDATING], "`NotUpToDate`: one `* reason` line per difference; `Updating`: the kubelet still reports another version"),
     Condition { other_also: "([remediation](../how-to/remediate-machines.md))", ..condition(&[machine::OWNER_REMEDIATED], &[], &[reasons::REMEDIATION_DEFERRED, reasons::CANNOT_BE_REMEDIATED, reasons::MACHINE_DELETING], "written False when a MachineHealthCheck leaves remediation to the control plane: why it waits, or that it cannot") },
     condition(&[machine::HEALTH_CHECK_SUCCEEDED], &[], &[], "read: written by a MachineHealthCheck; False marks the machine for remediation"),
+    condition(&[machine::DELETING], &[], &[reasons::WAITING_FOR_PRE_TERMINATE_HOOK], "read: written by Cluster API's Machine controller; the etcd member of a deleting machine is removed, and the control plane's pre-terminate hook released, once it says WaitingForPreTerminateHook (the node is drained)"),
 ];
 
 /// The conditions of a KubeadmConfig.

@@ -84,6 +84,10 @@ pub struct EtcdMachine {
     pub deleting: bool,
     /// The Machine carries the control plane's pre-terminate hook, so it waits for its member to be removed.
     pub has_cleanup_hook: bool,
+    /// Being deleted, and Cluster API's Machine controller has not reached the pre-terminate hooks yet
+    /// (pre-drain hooks, drain, volume detach): the member stays until it has, so that the node's API
+    /// server and kubelet keep working while the node is drained.
+    pub draining: bool,
     pub up_to_date: bool,
     /// Its control-plane components are healthy.
     pub healthy: bool,
@@ -217,6 +221,10 @@ pub enum Reason {
     MachineWithoutNode {
         machine: String,
     },
+    /// A deleting Machine whose node is still being drained keeps its member.
+    Draining {
+        machine: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -272,6 +280,11 @@ impl fmt::Display for Reason {
             Reason::MachineWithoutNode { machine } => write!(
                 f,
                 "Machine {machine} has no Node yet: members it may own cannot be told from orphans"
+            ),
+            Reason::Draining { machine } => write!(
+                f,
+                "Machine {machine} is being drained: its member is removed once Cluster API waits \
+                 for the pre-terminate hooks"
             ),
         }
     }
@@ -584,6 +597,12 @@ impl<'a> Planner<'a> {
             .collect();
         deleting.sort_by(|a, b| a.name.cmp(&b.name));
         for machine in deleting {
+            if machine.draining {
+                waits.push(Reason::Draining {
+                    machine: machine.name.clone(),
+                });
+                continue;
+            }
             let release = Action::ReleaseHook {
                 machine: machine.name.clone(),
             };

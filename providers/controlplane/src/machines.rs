@@ -72,6 +72,9 @@ pub struct ControlPlaneMachine {
     pub addresses: Vec<String>,
     /// The Machine carries [`CLEANUP_HOOK_ANNOTATION`](kubeadm_api::meta::CLEANUP_HOOK_ANNOTATION).
     pub has_cleanup_hook: bool,
+    /// Being deleted, and Cluster API's Machine controller has not reached the pre-terminate hooks yet
+    /// (its `Deleting` condition does not say `WaitingForPreTerminateHook`).
+    pub draining: bool,
     /// A MachineHealthCheck found the machine unhealthy (`HealthCheckSucceeded` False).
     pub health_check_failed: bool,
     /// A MachineHealthCheck left its remediation to the control plane (`OwnerRemediated` False).

@@ -52,10 +52,15 @@ pub mod machine {
     /// Set False by a MachineHealthCheck that leaves remediation to the owner; the control plane says in
     /// it why remediation waits.
     pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
+    /// Set by Cluster API's Machine controller while the Machine is deleted, its reason naming the
+    /// phase (drain, volume detach, hooks).
+    pub const DELETING: &str = "Deleting";
 }
 
 /// Reasons of the conditions above.
 pub mod reasons {
+    /// Of a Machine's `Deleting` condition: drained, volumes detached, only pre-terminate hooks hold it.
+    pub const WAITING_FOR_PRE_TERMINATE_HOOK: &str = "WaitingForPreTerminateHook";
     pub const VALID: &str = "Valid";
     pub const INVALID_SPEC: &str = "InvalidSpec";
     pub const INITIALIZED: &str = "Initialized";

@@ -18,6 +18,7 @@ use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{
     Bootstrap, Cluster, Machine, MachineDeletionSpec, MachineSpec,
 };
+use kubeadm_api::controlplane::conditions::{machine as condition_types, reasons};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, ContractVersionedObjectReference,
@@ -217,6 +218,14 @@ fn view(
             .map(|s| s.addresses.iter().map(|a| a.address.clone()).collect())
             .unwrap_or_default(),
         has_cleanup_hook: machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION),
+        draining: machine.meta().deletion_timestamp.is_some()
+            && !status.is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == condition_types::DELETING
+                        && c.status == "True"
+                        && c.reason == reasons::WAITING_FOR_PRE_TERMINATE_HOOK
+                })
+            }),
         health_check_failed: condition_false(remediation::HEALTH_CHECK_SUCCEEDED_CONDITION),
         owner_remediation_requested: condition_false(remediation::OWNER_REMEDIATED_CONDITION),
         remediate_annotation: machine

@@ -138,6 +138,7 @@ impl Sim {
                     addresses: vec![host],
                     deleting: m.deleting,
                     has_cleanup_hook: m.hook,
+                    draining: false,
                     up_to_date: m.up_to_date,
                     healthy: m.healthy,
                 });
@@ -150,6 +151,7 @@ impl Sim {
                 addresses: vec![format!("10.1.{j}.1")],
                 deleting: m.deleting,
                 has_cleanup_hook: m.hook,
+                draining: false,
                 up_to_date: m.up_to_date,
                 healthy: m.healthy,
             });

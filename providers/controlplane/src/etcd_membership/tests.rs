@@ -25,6 +25,7 @@ fn machine(id: u64) -> EtcdMachine {
         addresses: vec![format!("10.0.0.{id}")],
         deleting: false,
         has_cleanup_hook: true,
+        draining: false,
         up_to_date: true,
         healthy: true,
     }
@@ -1033,4 +1034,39 @@ fn reasons_name_the_member_and_the_cause() {
 fn learners_and_unstarted_members_are_timed() {
     let cluster = Cluster::healthy(2).learner(3, 10).unstarted(4, false);
     assert_eq!(timed_members(&cluster.members), [3, 4]);
+}
+
+#[test]
+fn a_leaving_machine_keeps_its_member_until_its_node_is_drained() {
+    // Cluster API drains the node before it waits for pre-terminate hooks: removing the member
+    // earlier would take the node's API server down under the drain.
+    let draining = Cluster::healthy(3).with_machine("m-3", |m| {
+        m.deleting = true;
+        m.draining = true;
+    });
+    assert_eq!(
+        draining.next(),
+        Action::Wait(Reason::Draining {
+            machine: "m-3".into()
+        })
+    );
+    let drained = draining.with_machine("m-3", |m| m.draining = false);
+    assert_eq!(
+        drained.next(),
+        Action::RemoveMember {
+            member: 3,
+            machine: "m-3".into()
+        }
+    );
+    // A machine without a member waits for the drain too before its hook is released.
+    let memberless = Cluster::healthy(3).with_machine("m-9", |m| {
+        m.deleting = true;
+        m.draining = true;
+    });
+    assert_eq!(
+        memberless.next(),
+        Action::Wait(Reason::Draining {
+            machine: "m-9".into()
+        })
+    );
 }

@@ -245,6 +245,7 @@ pub(in crate::controller) fn planner_machines(
             addresses: m.addresses.clone(),
             deleting: m.deleting,
             has_cleanup_hook: m.has_cleanup_hook,
+            draining: m.draining,
             up_to_date: up_to_date.contains(&m.name),
             healthy: m.health.components.problem().is_none(),
         })
