@@ -420,11 +420,27 @@ pub async fn lookup_or_generate(
     cluster: &str,
     generate: Option<&Generation>,
 ) -> Result<ClusterCertificates, CertError> {
+    lookup_or_generate_with(client, |_| None, namespace, cluster, generate).await
+}
+
+/// [`lookup_or_generate`], taking each Secret from `cached` (by name, e.g. a watch-fed store) when it
+/// has it and reading it live otherwise.
+pub async fn lookup_or_generate_with(
+    client: &kube::Client,
+    cached: impl Fn(&str) -> Option<std::sync::Arc<Secret>>,
+    namespace: &str,
+    cluster: &str,
+    generate: Option<&Generation>,
+) -> Result<ClusterCertificates, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut found = BTreeMap::new();
     let mut missing = Vec::new();
     for kind in CertKind::ALL {
-        match read(&secrets, namespace, cluster, kind).await? {
+        let pem = match cached(&kind.secret_name(cluster)) {
+            Some(secret) => Some(from_secret(kind, &secret)?),
+            None => read(&secrets, namespace, cluster, kind).await?,
+        };
+        match pem {
             Some(pem) => {
                 found.insert(kind, pem);
             }

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, PostParams};
 use kubeadm_cluster::certificates::{
     self, CertError, CertKind, DEFAULT_CA_VALIDITY_DAYS, Generation, ca_cert_hash,
-    lookup_or_generate,
+    lookup_or_generate, lookup_or_generate_with,
 };
 use kubeadm_cluster::{CertPem, ClusterCertificates};
 use testenv::ManagementPlane;
@@ -129,6 +129,23 @@ async fn generates_the_four_secrets_once_then_reads_them() {
         .await
         .unwrap();
     assert_eq!(read_only, first);
+
+    // From a copy (a watch-fed store): what it holds is taken as it is, what it lacks is read.
+    let mut copy: BTreeMap<String, std::sync::Arc<Secret>> = BTreeMap::new();
+    let mut ca_in_copy = secrets[&CertKind::Etcd].clone();
+    ca_in_copy.metadata.name = Some("alpha-ca".into());
+    copy.insert("alpha-ca".into(), std::sync::Arc::new(ca_in_copy));
+    let mixed = lookup_or_generate_with(
+        &client,
+        |name| copy.get(name).cloned(),
+        NAMESPACE,
+        "alpha",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(mixed.ca, first.etcd, "the copy's CA, not the server's");
+    assert_eq!((&mixed.etcd, &mixed.sa), (&first.etcd, &first.sa));
     let ca = certificates::lookup(&client, NAMESPACE, "alpha", CertKind::Ca)
         .await
         .unwrap();

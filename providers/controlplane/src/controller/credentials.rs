@@ -34,9 +34,11 @@ pub(super) async fn certificates(
         Some(owner_reference(kcp)),
         crate::FIELD_MANAGER,
     );
-    let found = certificates::lookup_or_generate(
+    let namespace = kcp.namespace().unwrap_or_default();
+    let found = certificates::lookup_or_generate_with(
         &ctx.client,
-        &kcp.namespace().unwrap_or_default(),
+        |name| ctx.secrets.get(&namespace, name),
+        &namespace,
         &cluster.name_any(),
         Some(&generation),
     )
@@ -81,7 +83,11 @@ pub(super) async fn kubeconfig(
             now,
         )
     };
-    let secret = match secrets.get_opt(&name).await? {
+    let existing = match ctx.secrets.get(&namespace, &name) {
+        Some(cached) => Some(Secret::clone(&cached)),
+        None => secrets.get_opt(&name).await?,
+    };
+    let secret = match existing {
         None => match secrets.create(&PostParams::default(), &build()?).await {
             Ok(created) => created,
             // Created meanwhile (another replica, a retry): read what is there.

@@ -17,6 +17,7 @@ mod phases;
 pub mod rbac;
 mod reconcile;
 mod scope;
+mod secrets;
 mod status;
 mod workload;
 mod workload_watches;
@@ -160,6 +161,8 @@ pub struct Context {
     api_servers: api_servers::ApiServers,
     /// Watches on the workload clusters' control-plane pods and Nodes, which wake their control planes.
     watches: workload_watches::WorkloadWatches,
+    /// The cluster certificates and kubeconfigs, fed by a watch.
+    secrets: secrets::SecretCache,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -183,6 +186,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
     let etcd = etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
     let (watches, woken) = workload_watches::WorkloadWatches::new();
+    let (secrets, secrets_feed) = secrets::SecretCache::new(&client, &settings.namespace);
     let context = Arc::new(Context {
         client,
         settings,
@@ -194,6 +198,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         in_flight: Default::default(),
         api_servers: Default::default(),
         watches,
+        secrets,
     });
     let controller = Controller::new(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
@@ -214,7 +219,13 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
                 Err(e) => tracing::warn!(error = %e, "reconcile failed"),
             }
         });
-    run_until_shutdown(controller, shutdown).await;
+    let with_caches = async move {
+        tokio::select! {
+            () = controller => {}
+            () = secrets_feed => {}
+        }
+    };
+    run_until_shutdown(with_caches, shutdown).await;
 }
 
 /// Retries failed reconciles with exponential backoff, per control plane (see [`ErrorBackoff`]).

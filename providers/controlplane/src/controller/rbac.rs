@@ -50,11 +50,12 @@ pub const RULES: &[Rule] = &[
         resources: &["machines/status"],
         verbs: &["patch"],
     },
-    // Cluster certificates (create-if-absent), the admin kubeconfig (renewed in place), etcd snapshots (oldest deleted).
+    // Cluster certificates (create-if-absent, watched by label), the admin kubeconfig (renewed in place), etcd
+    // snapshots (oldest deleted).
     Rule {
         groups: &[""],
         resources: &["secrets"],
-        verbs: &["create", "delete", "get", "list", "update"],
+        verbs: &["create", "delete", "get", "list", "update", "watch"],
     },
     // The conversion webhook reads the contract version of referenced kinds from CRD labels.
     Rule {

@@ -1,0 +1,110 @@
+//! A watch-fed copy of the cluster Secrets a reconcile reads every time and that rarely change: the
+//! certificates (`<cluster>-ca`, `-etcd`, `-proxy`, `-sa`) and the admin kubeconfig. Only Secrets with
+//! the `cluster.x-k8s.io/cluster-name` label are watched (what Cluster API's providers put on theirs);
+//! one the copy lacks (not listed yet, or without the label, e.g. a CA the user brought) is read live.
+//! Other labelled Secrets (bootstrap data, snapshots) are kept without their data.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kubeadm_api::meta::CLUSTER_NAME_LABEL;
+use kubeadm_cluster::certificates::CertKind;
+use kubeadm_cluster::workload::kubeconfig_secret_name;
+
+pub(super) struct SecretCache(Store<Secret>);
+
+impl SecretCache {
+    /// The cache, empty until the future (to be polled for as long as the cache is used) has listed.
+    pub(super) fn new(
+        client: &kube::Client,
+        namespace: &str,
+    ) -> (Self, impl Future<Output = ()> + use<>) {
+        let api: Api<Secret> = kubeadm_runtime::watching::scoped_api(client, namespace);
+        let (store, writer) = reflector::store();
+        let feed = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL)).default_backoff(),
+        );
+        let feed = feed.modify(slim).for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::debug!(error = %e, "cluster Secrets watch failed; retrying");
+            }
+        });
+        (Self(store), feed)
+    }
+
+    /// The Secret `namespace/name`, if the copy has it.
+    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+        self.0.get(&ObjectRef::new(name).within(namespace))
+    }
+}
+
+/// Keeps of each Secret what a reconcile reads: the data of cluster certificates and kubeconfigs
+/// only, and no managed fields.
+fn slim(secret: &mut Secret) {
+    secret.metadata.managed_fields = None;
+    let read = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(CLUSTER_NAME_LABEL))
+        .zip(secret.metadata.name.as_deref())
+        .is_some_and(|(cluster, name)| read_by_reconcile(cluster, name));
+    if !read {
+        secret.data = None;
+        secret.string_data = None;
+    }
+}
+
+fn read_by_reconcile(cluster: &str, name: &str) -> bool {
+    name == kubeconfig_secret_name(cluster)
+        || CertKind::ALL
+            .iter()
+            .any(|kind| name == kind.secret_name(cluster))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(name: &str, cluster: &str) -> Secret {
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(name.into());
+        secret.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_owned(), cluster.to_owned())].into());
+        secret.metadata.managed_fields = Some(vec![Default::default()]);
+        secret.data = Some([("value".to_owned(), ByteString(b"x".to_vec()))].into());
+        secret
+    }
+
+    #[test]
+    fn only_certificates_and_kubeconfigs_keep_their_data() {
+        for name in [
+            "prod-ca",
+            "prod-etcd",
+            "prod-proxy",
+            "prod-sa",
+            "prod-kubeconfig",
+        ] {
+            let mut kept = secret(name, "prod");
+            slim(&mut kept);
+            assert!(kept.data.is_some(), "{name}");
+            assert!(kept.metadata.managed_fields.is_none());
+        }
+        // Bootstrap data, another cluster's name, a snapshot: metadata only.
+        for (name, cluster) in [
+            ("prod-control-plane-x7b2k", "prod"),
+            ("other-ca", "prod"),
+            ("prod-etcd-snapshot-1", "prod"),
+        ] {
+            let mut slimmed = secret(name, cluster);
+            slim(&mut slimmed);
+            assert!(slimmed.data.is_none(), "{name}");
+        }
+    }
+}
