@@ -1388,10 +1388,11 @@ impl Controller {
         if held {
             // Nothing to drain here: the Machine goes straight to its pre-terminate hooks, and says so
             // as the core manager does.
+            use kubeadm_api::controlplane::conditions::{machine, reasons};
             let deleting = condition(
-                "Deleting",
+                machine::DELETING,
                 true,
-                "WaitingForPreTerminateHook",
+                reasons::WAITING_FOR_PRE_TERMINATE_HOOK,
                 "Waiting for pre-terminate hooks to succeed",
             );
             let conditions = merge_conditions(&conditions_of(machine), vec![deleting]);

@@ -307,22 +307,24 @@ impl Double {
     /// Nothing to drain here: a held Machine says at once, as core Cluster API does once the node is
     /// drained, that only its pre-terminate hooks hold it.
     async fn wait_for_pre_terminate_hooks(&self, machine: &DynamicObject) {
+        use kubeadm_api::controlplane::conditions::machine::DELETING;
+        use kubeadm_api::controlplane::conditions::reasons::WAITING_FOR_PRE_TERMINATE_HOOK;
         let conditions = machine.data["status"]["conditions"]
             .as_array()
             .cloned()
             .unwrap_or_default();
         if conditions
             .iter()
-            .any(|c| c["type"] == "Deleting" && c["reason"] == WAITING_FOR_PRE_TERMINATE_HOOK)
+            .any(|c| c["type"] == DELETING && c["reason"] == WAITING_FOR_PRE_TERMINATE_HOOK)
         {
             return;
         }
         let mut conditions: Vec<_> = conditions
             .into_iter()
-            .filter(|c| c["type"] != "Deleting")
+            .filter(|c| c["type"] != DELETING)
             .collect();
         conditions.push(json!({
-            "type": "Deleting", "status": "True", "reason": WAITING_FOR_PRE_TERMINATE_HOOK,
+            "type": DELETING, "status": "True", "reason": WAITING_FOR_PRE_TERMINATE_HOOK,
             "message": "Waiting for pre-terminate hooks to succeed",
             "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
         }));
@@ -337,9 +339,6 @@ impl Double {
             .await;
     }
 }
-
-/// The reason of a deleting Machine's `Deleting` condition once only pre-terminate hooks hold it.
-const WAITING_FOR_PRE_TERMINATE_HOOK: &str = "WaitingForPreTerminateHook";
 
 const COMPONENTS: [&str; 4] = [
     "kube-apiserver",

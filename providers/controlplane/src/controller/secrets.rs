@@ -26,11 +26,11 @@ impl SecretCache {
     ) -> (Self, impl Future<Output = ()> + use<>) {
         let api: Api<Secret> = kubeadm_runtime::watching::scoped_api(client, namespace);
         let (store, writer) = reflector::store();
-        let feed = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL)).default_backoff(),
-        );
-        let feed = feed.modify(slim).for_each(|event| async move {
+        // Slimmed before the store takes them in: the store keeps what the watch hands it.
+        let watched = watcher(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL))
+            .default_backoff()
+            .modify(slim);
+        let feed = reflector::reflector(writer, watched).for_each(|event| async move {
             if let Err(e) = event {
                 tracing::debug!(error = %e, "cluster Secrets watch failed; retrying");
             }
@@ -38,9 +38,12 @@ impl SecretCache {
         (Self(store), feed)
     }
 
-    /// The Secret `namespace/name`, if the copy has it.
+    /// The Secret `namespace/name`, if the copy has it with its data (one kept without, e.g. a
+    /// `<cluster>-ca` labelled with another cluster's name, is read live).
     pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
-        self.0.get(&ObjectRef::new(name).within(namespace))
+        self.0
+            .get(&ObjectRef::new(name).within(namespace))
+            .filter(|secret| secret.data.is_some())
     }
 }
 
@@ -80,6 +83,24 @@ mod tests {
         secret.metadata.managed_fields = Some(vec![Default::default()]);
         secret.data = Some([("value".to_owned(), ByteString(b"x".to_vec()))].into());
         secret
+    }
+
+    #[test]
+    fn a_secret_kept_without_its_data_is_read_live() {
+        let (store, mut writer) = reflector::store();
+        for (name, cluster) in [("prod-ca", "prod"), ("prod-etcd", "other")] {
+            let mut secret = secret(name, cluster);
+            secret.metadata.namespace = Some("ns".into());
+            slim(&mut secret);
+            writer.apply_watcher_event(&watcher::Event::Apply(secret));
+        }
+        let cache = SecretCache(store);
+        assert!(cache.get("ns", "prod-ca").is_some());
+        assert!(
+            cache.get("ns", "prod-etcd").is_none(),
+            "labelled for another cluster"
+        );
+        assert!(cache.get("ns", "prod-sa").is_none());
     }
 
     #[test]
