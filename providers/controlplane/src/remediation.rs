@@ -125,32 +125,36 @@ pub enum Decision {
 
 /// Per machine asking for remediation: why losing its etcd member now would cost quorum (the `etcd` input
 /// of [`decide`]). Like Cluster API, a control plane with a learner or a member still starting waits until
-/// that settles.
+/// that settles, unless that member is the machine's own: a joiner that broke mid-join (its learner added,
+/// then nothing) is replaced at once, as losing a learner or a member that never started costs no quorum.
 pub fn etcd_unsafe_to_lose(
     etcd: etcd_membership::Observed<'_>,
     machines: &[ControlPlaneMachine],
 ) -> BTreeMap<String, String> {
-    let settling = etcd
-        .members
-        .iter()
-        .find(|m| m.is_learner || !m.is_started())
-        .map(|m| {
-            format!(
-                "etcd member {} is still joining (learner or not started)",
-                m.label()
-            )
-        });
+    let owned_by = |member: &etcd_membership::Member, machine: &str| {
+        etcd_membership::member_machine(member, etcd.machines)
+            .is_some_and(|owner| owner.name == machine)
+    };
     machines
         .iter()
         .filter(|m| wants_remediation(m))
         .filter_map(|m| {
-            if let Some(why) = &settling {
-                return Some((m.name.clone(), why.clone()));
+            let settling = etcd.members.iter().find(|member| {
+                (member.is_learner || !member.is_started()) && !owned_by(member, &m.name)
+            });
+            if let Some(other) = settling {
+                return Some((
+                    m.name.clone(),
+                    format!(
+                        "etcd member {} is still joining (learner or not started)",
+                        other.label()
+                    ),
+                ));
             }
-            let member = etcd.members.iter().find(|member| {
-                etcd_membership::member_machine(member, etcd.machines)
-                    .is_some_and(|owner| owner.name == m.name)
-            })?;
+            let member = etcd
+                .members
+                .iter()
+                .find(|member| owned_by(member, &m.name))?;
             etcd_membership::is_quorum_safe_without(member.id, etcd)
                 .err()
                 .map(|reason| (m.name.clone(), reason.to_string()))
@@ -828,6 +832,52 @@ mod tests {
                 unsafe_["c"],
                 "etcd member abc (node-d) is still joining (learner or not started)"
             );
+        }
+
+        #[test]
+        fn a_joiner_that_broke_with_its_own_learner_added_may_go() {
+            let mut members = three_voters().to_vec();
+            // kubeadm added the learner, then the node crashed before etcd started: no name, no
+            // client URL, only the peer URL on the machine's address.
+            members.push(Member {
+                id: 0xd,
+                name: String::new(),
+                peer_urls: vec!["https://10.0.0.4:2380".into()],
+                client_urls: vec![],
+                is_learner: true,
+            });
+            let mut states = BTreeMap::new();
+            for id in [1, 2, 3] {
+                reachable(&mut states, id);
+            }
+            let machines = [
+                healthy("a", 0),
+                healthy("b", 1),
+                healthy("c", 2),
+                unhealthy("d", 3),
+            ];
+            let mut etcd_machines: Vec<EtcdMachine> =
+                machines.iter().map(|m| etcd_machine(&m.name)).collect();
+            etcd_machines[3].node = None;
+            etcd_machines[3].addresses = vec!["10.0.0.4".into()];
+            let first_seen = BTreeMap::new();
+            let observed = etcd_membership::Observed {
+                members: &members,
+                states: &states,
+                machines: &etcd_machines,
+                first_seen: &first_seen,
+                now: at(0),
+                learner_timeout: etcd_membership::DEFAULT_LEARNER_TIMEOUT,
+                unstarted_grace: etcd_membership::DEFAULT_UNSTARTED_GRACE,
+            };
+            assert_eq!(etcd_unsafe_to_lose(observed, &machines), BTreeMap::new());
+
+            // Another machine's unhealthy state still waits for that learner.
+            let mut machines = machines;
+            machines[2] = unhealthy("c", 2);
+            let unsafe_ = etcd_unsafe_to_lose(observed, &machines);
+            assert_eq!(unsafe_.keys().collect::<Vec<_>>(), ["c"]);
+            assert!(unsafe_["c"].contains("still joining"), "{}", unsafe_["c"]);
         }
     }
 }
