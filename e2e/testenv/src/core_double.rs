@@ -24,14 +24,13 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
+use kubeadm_api::meta::PRE_TERMINATE_HOOK_PREFIX;
 use serde_json::json;
 
 use crate::etcd::{EtcdCluster, EtcdOptions};
 
 /// The finalizer core Cluster API puts on Machines.
 const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
-/// Prefix of pre-terminate hook annotations, which hold a deleted Machine.
-const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 
 /// Real etcd members for control-plane nodes.
 #[derive(Clone, Debug)]

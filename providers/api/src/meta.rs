@@ -102,6 +102,9 @@ pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name"
 /// member left the cluster.
 pub const CLEANUP_HOOK_ANNOTATION: &str =
     "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
+/// Prefix of every pre-terminate hook annotation on a Machine (`<prefix>/<name>`), ours and other
+/// controllers'.
+pub const PRE_TERMINATE_HOOK_PREFIX: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 /// Annotation on a KubeadmConfig with the expiry of the node's certificates (RFC 3339).
 pub const CERTIFICATES_EXPIRY_ANNOTATION: &str = "machine.cluster.x-k8s.io/certificates-expiry";
 /// Annotation the caller sets on the Machine of a removed stuck learner, so that it is replaced.

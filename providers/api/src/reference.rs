@@ -73,6 +73,7 @@ pub const KEYS: &[Key] = &[
     key(&[REMEDIATION_FOR_ANNOTATION], "annotation", Machine, "we", "on a replacement: the remediation it completes, so a failure within `minHealthyPeriodSeconds` counts as a retry"),
     key(&[DELETE_MACHINE_ANNOTATION], "annotation", Machine, "you", "remove this machine first when scaling down (outdated ones among them first)"),
     key(&[CLEANUP_HOOK_ANNOTATION], "annotation (hook)", Machine, "we", "with stacked etcd: holds the Machine's deletion until its etcd member is removed"),
+    key(&[PRE_TERMINATE_HOOK_PREFIX], "annotation prefix (hooks)", Machine, "read", "other controllers' pre-terminate hooks (`<prefix>/<name>`): from Kubernetes 1.31 on, a deleting machine's etcd member is removed only once they are gone, so that they still find a working kubelet and etcd (as Cluster API)"),
     key(&[CLONED_FROM_NAME_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION], "annotation", Other("infrastructure machine"), "we", "the template it was cloned from; a different template makes it outdated"),
     key(&[CERTIFICATES_EXPIRY_ANNOTATION], "annotation", Other("KubeadmConfig"), "read", "when the node's certificates expire (RFC 3339), for `spec.rollout.before.certificatesExpiryDays`; the providers read it and do not write it"),
     key(&[MACHINE_ANNOTATION], "annotation", Other("control-plane static pods"), "we (kubeadm patches)", "the Machine the pod belongs to"),

@@ -88,6 +88,9 @@ pub struct EtcdMachine {
     /// (pre-drain hooks, drain, volume detach): the member stays until it has, so that the node's API
     /// server and kubelet keep working while the node is drained.
     pub draining: bool,
+    /// Pre-terminate hooks of other controllers the member waits for (Kubernetes 1.31 and later, as
+    /// Cluster API's provider): the control plane's hook runs last.
+    pub waits_for_hooks: Vec<String>,
     pub up_to_date: bool,
     /// Its control-plane components are healthy.
     pub healthy: bool,
@@ -225,6 +228,11 @@ pub enum Reason {
     Draining {
         machine: String,
     },
+    /// A deleting Machine keeps its member until other controllers' pre-terminate hooks are gone.
+    OtherHooks {
+        machine: String,
+        hooks: Vec<String>,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -285,6 +293,12 @@ impl fmt::Display for Reason {
                 f,
                 "Machine {machine} is being drained: its member is removed once Cluster API waits \
                  for the pre-terminate hooks"
+            ),
+            Reason::OtherHooks { machine, hooks } => write!(
+                f,
+                "Machine {machine} waits for other pre-terminate hooks ({}): the control plane's \
+                 runs last",
+                hooks.join(", ")
             ),
         }
     }
@@ -600,6 +614,13 @@ impl<'a> Planner<'a> {
             if machine.draining {
                 waits.push(Reason::Draining {
                     machine: machine.name.clone(),
+                });
+                continue;
+            }
+            if !machine.waits_for_hooks.is_empty() {
+                waits.push(Reason::OtherHooks {
+                    machine: machine.name.clone(),
+                    hooks: machine.waits_for_hooks.clone(),
                 });
                 continue;
             }

@@ -75,6 +75,9 @@ pub struct ControlPlaneMachine {
     /// Being deleted, and Cluster API's Machine controller has not reached the pre-terminate hooks yet
     /// (its `Deleting` condition does not say `WaitingForPreTerminateHook`).
     pub draining: bool,
+    /// Pre-terminate hooks of other controllers on the Machine (annotation names): Cluster API's
+    /// provider lets them run first, so that the node's kubelet and etcd still work for them.
+    pub other_pre_terminate_hooks: Vec<String>,
     /// A MachineHealthCheck found the machine unhealthy (`HealthCheckSucceeded` False).
     pub health_check_failed: bool,
     /// A MachineHealthCheck left its remediation to the control plane (`OwnerRemediated` False).
@@ -83,4 +86,57 @@ pub struct ControlPlaneMachine {
     pub remediate_annotation: bool,
     /// The remediation this machine completes, from `controlplane.cluster.x-k8s.io/remediation-for`.
     pub remediation_for: Option<crate::remediation::RemediationData>,
+}
+
+/// The pre-terminate hooks of other controllers among a Machine's annotation names (ours excluded).
+pub fn other_pre_terminate_hooks<'a>(
+    annotations: impl IntoIterator<Item = &'a String>,
+) -> Vec<String> {
+    use kubeadm_api::meta::{CLEANUP_HOOK_ANNOTATION, PRE_TERMINATE_HOOK_PREFIX};
+    annotations
+        .into_iter()
+        .filter(|k| {
+            k.split_once('/')
+                .is_some_and(|(prefix, _)| prefix == PRE_TERMINATE_HOOK_PREFIX)
+                && k.as_str() != CLEANUP_HOOK_ANNOTATION
+        })
+        .cloned()
+        .collect()
+}
+
+/// Other controllers' pre-terminate hooks run before the control plane's from Kubernetes 1.31 on, as
+/// with Cluster API's provider (which limits the change to those versions); an unparsable version is
+/// taken as new.
+pub fn hooks_run_first(version: &str) -> bool {
+    use kubeadm_api::version::KubeVersion;
+    KubeVersion::parse(version).is_none_or(|v| v >= KubeVersion::new(1, 31, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_controllers_hooks_are_told_from_ours_and_from_look_alikes() {
+        let names = [
+            "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup",
+            "pre-terminate.delete.hook.machine.cluster.x-k8s.io/backup",
+            "pre-drain.delete.hook.machine.cluster.x-k8s.io/drain-guard",
+            "example.com/pre-terminate.delete.hook.machine.cluster.x-k8s.io",
+            "cluster.x-k8s.io/cluster-name",
+        ]
+        .map(String::from);
+        assert_eq!(
+            other_pre_terminate_hooks(&names),
+            ["pre-terminate.delete.hook.machine.cluster.x-k8s.io/backup"]
+        );
+    }
+
+    #[test]
+    fn hooks_run_first_from_kubernetes_1_31() {
+        assert!(!hooks_run_first("v1.30.14"));
+        assert!(hooks_run_first("v1.31.0"));
+        assert!(hooks_run_first("v1.34.4"));
+        assert!(hooks_run_first("not a version"));
+    }
 }

@@ -226,6 +226,9 @@ fn view(
                         && c.reason == reasons::WAITING_FOR_PRE_TERMINATE_HOOK
                 })
             }),
+        other_pre_terminate_hooks: crate::machines::other_pre_terminate_hooks(
+            machine.annotations().keys(),
+        ),
         health_check_failed: condition_false(remediation::HEALTH_CHECK_SUCCEEDED_CONDITION),
         owner_remediation_requested: condition_false(remediation::OWNER_REMEDIATED_CONDITION),
         remediate_annotation: machine

@@ -125,8 +125,11 @@ impl<'a> ControlPlane<'a> {
         observe::judge_health(&mut gathered, seen, view.as_ref(), desired.external_etcd);
 
         let partition = plan::partition(&desired, &gathered.machines, now);
-        let etcd_machines =
-            super::etcd::planner_machines(&gathered.machines, &partition.up_to_date);
+        let etcd_machines = super::etcd::planner_machines(
+            &gathered.machines,
+            &partition.up_to_date,
+            crate::machines::hooks_run_first(&desired.version),
+        );
         let (learner_timeout, unstarted_grace) =
             (ctx.etcd.learner_timeout, ctx.etcd.unstarted_grace);
         let mut refusal = None;

@@ -139,6 +139,7 @@ impl Sim {
                     deleting: m.deleting,
                     has_cleanup_hook: m.hook,
                     draining: false,
+                    waits_for_hooks: Vec::new(),
                     up_to_date: m.up_to_date,
                     healthy: m.healthy,
                 });
@@ -152,6 +153,7 @@ impl Sim {
                 deleting: m.deleting,
                 has_cleanup_hook: m.hook,
                 draining: false,
+                waits_for_hooks: Vec::new(),
                 up_to_date: m.up_to_date,
                 healthy: m.healthy,
             });

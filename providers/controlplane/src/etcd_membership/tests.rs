@@ -26,6 +26,7 @@ fn machine(id: u64) -> EtcdMachine {
         deleting: false,
         has_cleanup_hook: true,
         draining: false,
+        waits_for_hooks: Vec::new(),
         up_to_date: true,
         healthy: true,
     }
@@ -1068,5 +1069,39 @@ fn a_leaving_machine_keeps_its_member_until_its_node_is_drained() {
         Action::Wait(Reason::Draining {
             machine: "m-9".into()
         })
+    );
+}
+
+#[test]
+fn a_leaving_machine_keeps_its_member_until_other_pre_terminate_hooks_are_gone() {
+    // Cluster API's provider runs its hook last: other hooks may still need the node's kubelet and etcd.
+    let hooked = Cluster::healthy(3).with_machine("m-3", |m| {
+        m.deleting = true;
+        m.waits_for_hooks =
+            vec!["pre-terminate.delete.hook.machine.cluster.x-k8s.io/backup".into()];
+    });
+    let wait = hooked.next();
+    assert_eq!(
+        wait,
+        Action::Wait(Reason::OtherHooks {
+            machine: "m-3".into(),
+            hooks: vec!["pre-terminate.delete.hook.machine.cluster.x-k8s.io/backup".into()],
+        })
+    );
+    let Action::Wait(reason) = wait else {
+        unreachable!()
+    };
+    assert_eq!(
+        reason.to_string(),
+        "Machine m-3 waits for other pre-terminate hooks \
+         (pre-terminate.delete.hook.machine.cluster.x-k8s.io/backup): the control plane's runs last"
+    );
+    let released = hooked.with_machine("m-3", |m| m.waits_for_hooks.clear());
+    assert_eq!(
+        released.next(),
+        Action::RemoveMember {
+            member: 3,
+            machine: "m-3".into()
+        }
     );
 }

@@ -479,6 +479,70 @@ async fn three_to_five_to_three_keeps_one_voter_per_machine(release: EtcdRelease
     assert_eq!(changes(&env, "RemoveMember").await.len(), 2);
 }
 
+/// Another controller's pre-terminate hook on a leaving machine (a backup, a storage detach) runs before
+/// ours: the member stays, and says why, until that hook is gone; then it goes as usual.
+async fn a_leaving_machine_keeps_its_member_until_other_pre_terminate_hooks_are_gone(
+    release: EtcdRelease,
+) {
+    const BACKUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/backup";
+    let env = setup_with(3, "prod-control-plane-genc01", true, Some(release)).await;
+    wait_converged(&env, 3, "initial").await;
+    wait_members_match_machines(&env, "initial").await;
+
+    let api: Api<kubeadm_api::cluster::v1beta2::Machine> = Api::namespaced(env.client.clone(), NS);
+    let leaving = machines(&env.client).await[0].name_any();
+    let hook = |value: serde_json::Value| {
+        kube::api::Patch::Merge(json!({ "metadata": { "annotations": { BACKUP_HOOK: value } } }))
+    };
+    api.patch(&leaving, &Default::default(), &hook(json!("")))
+        .await
+        .unwrap();
+    api.delete(&leaving, &Default::default()).await.unwrap();
+
+    // The planner says what it waits for, and the member stays meanwhile.
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let kcp = kcp(&env.client).await;
+        let waiting = condition(&kcp, "EtcdMembershipSettled")
+            .is_some_and(|c| c.message.contains("waits for other pre-terminate hooks"));
+        if waiting {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no wait for the other hook: {:?}",
+            condition(&kcp, "EtcdMembershipSettled")
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let node = format!("node-{leaving}");
+    assert!(
+        members(&env).await.iter().any(|(name, _)| *name == node),
+        "{node} left etcd while another hook held its machine: {:?}",
+        members(&env).await
+    );
+    assert!(changes(&env, "RemoveMember").await.is_empty());
+
+    // The other controller is done: the member goes, then the machine, and a replacement joins.
+    api.patch(
+        &leaving,
+        &Default::default(),
+        &hook(serde_json::Value::Null),
+    )
+    .await
+    .unwrap();
+    wait_converged(&env, 3, "after the other hook").await;
+    wait_members_match_machines(&env, "after the other hook").await;
+    let removed = changes(&env, "RemoveMember").await;
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(
+        removed[0].0.as_deref(),
+        Some(leaving.as_str()),
+        "{removed:?}"
+    );
+}
+
 async fn scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools(
     release: EtcdRelease,
 ) {
@@ -760,6 +824,7 @@ testenv::on_every_etcd_release!(
     a_member_that_never_started_is_removed_while_the_voters_keep_quorum,
     scheduled_defragmentation_shrinks_every_member_while_writes_continue,
     three_to_five_to_three_keeps_one_voter_per_machine,
+    a_leaving_machine_keeps_its_member_until_other_pre_terminate_hooks_are_gone,
     scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools,
     scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_accepted_by_the_release_tools,
 );

@@ -232,10 +232,12 @@ pub(in crate::controller) fn member_states(
         .collect()
 }
 
-/// The planner's view of the control-plane machines.
+/// The planner's view of the control-plane machines; `hooks_first`: other controllers' pre-terminate
+/// hooks run before the member goes (Kubernetes 1.31 and later, as Cluster API's provider).
 pub(in crate::controller) fn planner_machines(
     machines: &[ControlPlaneMachine],
     up_to_date: &[String],
+    hooks_first: bool,
 ) -> Vec<EtcdMachine> {
     machines
         .iter()
@@ -246,6 +248,11 @@ pub(in crate::controller) fn planner_machines(
             deleting: m.deleting,
             has_cleanup_hook: m.has_cleanup_hook,
             draining: m.draining,
+            waits_for_hooks: if hooks_first {
+                m.other_pre_terminate_hooks.clone()
+            } else {
+                Vec::new()
+            },
             up_to_date: up_to_date.contains(&m.name),
             healthy: m.health.components.problem().is_none(),
         })
