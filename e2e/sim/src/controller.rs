@@ -206,6 +206,15 @@ impl SimView {
             .applied_faults
             .clone()
     }
+
+    /// Boots that failed so far, in order: (namespace, machine, message); kept after the machine goes.
+    pub fn failed_boots(&self) -> Vec<(String, String, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .failed_boots
+            .clone()
+    }
 }
 
 type Key = (String, String);
@@ -222,6 +231,8 @@ struct State {
     machines: HashMap<Key, MachineRuntime>,
     /// Faults applied to booting machines, in order: (namespace, machine, fault).
     applied_faults: Vec<(String, String, Fault)>,
+    /// Boots that failed, in order: (namespace, machine, message).
+    failed_boots: Vec<(String, String, String)>,
     /// The (namespace, SimCluster name) of each machine that booted.
     cluster_of: HashMap<Key, Key>,
 }
@@ -1178,7 +1189,10 @@ impl Controller {
     fn settle_boot(&mut self, key: &Key, cluster_key: &Key) {
         let mut state = self.lock();
         let State {
-            machines, clusters, ..
+            machines,
+            clusters,
+            failed_boots,
+            ..
         } = &mut *state;
         let Some(runtime) = machines.get_mut(key) else {
             return;
@@ -1213,6 +1227,9 @@ impl Controller {
                         message: e.to_string(),
                     },
                 };
+                if let MachineRuntime::Failed { message, .. } = runtime {
+                    failed_boots.push((key.0.clone(), key.1.clone(), message.clone()));
+                }
             }
             MachineRuntime::Running { node, lose_at }
                 if lose_at.is_some_and(|t| Instant::now() >= t) =>

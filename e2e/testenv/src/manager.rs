@@ -73,6 +73,18 @@ impl ManagerProcess {
         log_dir: &Path,
         extra_args: &[&str],
     ) -> Result<Self> {
+        Self::start_logging(binary, kubeconfig, log_dir, extra_args, None)
+    }
+
+    /// [`ManagerProcess::start`], logging by the filter `log_filter` (`RUST_LOG`) where given rather
+    /// than by the inherited one.
+    pub fn start_logging(
+        binary: &Path,
+        kubeconfig: &Path,
+        log_dir: &Path,
+        extra_args: &[&str],
+        log_filter: Option<&str>,
+    ) -> Result<Self> {
         let name = binary
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -93,6 +105,9 @@ impl ManagerProcess {
             .arg(&health_addr)
             .args(webhook.iter().flat_map(WebhookServing::args))
             .args(extra_args);
+        if let Some(filter) = log_filter {
+            cmd.env("RUST_LOG", filter);
+        }
         Self::spawn(cmd, health_addr, webhook, log_dir)
     }
 
@@ -130,6 +145,10 @@ impl ManagerProcess {
             health_addr,
             webhook,
         })
+    }
+
+    pub fn name(&self) -> &str {
+        self.process.name()
     }
 
     pub fn health_addr(&self) -> &str {

@@ -143,6 +143,11 @@ pub async fn start_core(plane: &ManagementPlane) -> Result<ManagerProcess, Strin
         .map_err(|e| format!("Cluster API's core manager: {e}"))
 }
 
+/// Our managers log at debug level in the scenarios (their dependencies at info), so that the scenarios
+/// also show that no secret reaches a log line ([`Env::assert_no_secrets_logged`]).
+pub const MANAGER_LOG_FILTER: &str = "debug,hyper=info,hyper_util=info,h2=info,tower=info,rustls=info,\
+     tonic=info,kube_client=info,kube_runtime=info";
+
 /// Starts `bootstrap-manager` and `controlplane-manager` (with `controlplane_args`) against `plane`, waits
 /// until they are ready and routes their webhooks through the apiserver.
 pub async fn start_managers(
@@ -229,8 +234,14 @@ async fn start_manager(
 ) -> Result<ManagerProcess, String> {
     let name = binary.display();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut manager = ManagerProcess::start(binary, plane.kubeconfig_path(), plane.dir(), &args)
-        .map_err(|e| format!("{name} starts: {e}"))?;
+    let mut manager = ManagerProcess::start_logging(
+        binary,
+        plane.kubeconfig_path(),
+        plane.dir(),
+        &args,
+        Some(MANAGER_LOG_FILTER),
+    )
+    .map_err(|e| format!("{name} starts: {e}"))?;
     manager
         .wait_ready(Duration::from_secs(60))
         .await
@@ -615,6 +626,68 @@ impl Env {
 
 impl Env {
     /// What a failing scenario should show: the Clusters' status and the end of each manager's log.
+    /// Fails when a line our managers logged holds key material, a kubeconfig's credentials or the
+    /// secret half of a bootstrap token the KubeadmConfigs carry now.
+    pub async fn assert_no_secrets_logged(&self) {
+        const MARKERS: [&str; 5] = [
+            "PRIVATE KEY",
+            // `-----BEGIN` in base64, as Secret data and kubeconfig fields hold it.
+            "LS0tLS1CRUdJTi",
+            "client-key-data",
+            "client-certificate-data",
+            "token-secret",
+        ];
+        let configs = Api::<kubeadm_api::bootstrap::v1beta2::KubeadmConfig>::namespaced(
+            self.client.clone(),
+            NS,
+        )
+        .list(&Default::default())
+        .await
+        .expect("KubeadmConfigs listed");
+        let token_secrets: Vec<String> = configs
+            .items
+            .iter()
+            .filter_map(|c| {
+                let token = c
+                    .spec
+                    .join_configuration
+                    .discovery
+                    .bootstrap_token
+                    .token
+                    .as_ref()?;
+                Some(token.split_once('.')?.1.to_owned())
+            })
+            .filter(|secret| secret.len() >= 16)
+            .collect();
+        let mut found = Vec::new();
+        let ours: Vec<&ManagerProcess> = self
+            .managers
+            .iter()
+            .map(|m| &m.process)
+            .chain(&self.installed)
+            .collect();
+        assert!(!ours.is_empty(), "no managers of ours to check");
+        for manager in ours {
+            let log = manager.log();
+            for (n, line) in log.lines().enumerate() {
+                let leaked = MARKERS
+                    .iter()
+                    .copied()
+                    .chain(token_secrets.iter().map(String::as_str))
+                    .find(|secret| line.contains(secret));
+                if let Some(secret) = leaked {
+                    let what = if MARKERS.contains(&secret) {
+                        secret
+                    } else {
+                        "a bootstrap token's secret"
+                    };
+                    found.push(format!("{} line {}: {what}", manager.name(), n + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "secrets in the managers' logs: {found:?}");
+    }
+
     pub async fn diagnostics(&self) -> String {
         let clusters =
             Api::<kubeadm_api::cluster::v1beta2::Cluster>::namespaced(self.client.clone(), NS)

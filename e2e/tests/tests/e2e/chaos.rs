@@ -182,6 +182,7 @@ async fn trial(seed: u64) {
         "no manager was killed: the scenario tested nothing"
     );
     drop(watch);
+    env.assert_no_secrets_logged().await;
     let pids = env.pids();
     drop(env);
     let alive = e2e_tests::env::wait_gone(&pids, Duration::from_secs(30)).await;

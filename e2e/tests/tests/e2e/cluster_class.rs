@@ -168,8 +168,7 @@ async fn a_cluster_class_cluster_is_created_and_upgraded_through_our_templates()
         "the topology controller keeps changing the control plane"
     );
     println!("v1.33.1 → v1.34.4: {:.1?}", step.elapsed());
-    pids.extend(env.pids());
-
+    env.assert_no_secrets_logged().await;
     pids.extend(env.pids());
     drop(env);
     let pids: Vec<u32> = pids.into_iter().collect();
