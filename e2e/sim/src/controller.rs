@@ -1483,7 +1483,21 @@ impl Controller {
         };
         let workload = cluster.and_then(|c| c.workload.clone());
         drop(state);
-        if runtime.is_some() {
+        if let Some(MachineRuntime::Booting { .. }) = &runtime {
+            // Stopped before it came up (remediated, or deleted): say how far its kubeadm got.
+            let log = self
+                .options
+                .dir
+                .join(&key.0)
+                .join(&key.1)
+                .join("kubeadm.log");
+            tracing::warn!(
+                machine = %key.1,
+                "stopping a node that is still booting; last lines of {}:\n{}",
+                log.display(),
+                testenv::process::log_tail(&log, 20)
+            );
+        } else if runtime.is_some() {
             tracing::info!(machine = %key.1, "stopping node");
         }
         stop_runtime(runtime);

@@ -470,11 +470,12 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     let probe = e2e_tests::api_probe::ApiProbe::start(workload, SAMPLE_EVERY);
     // As in production, a machine whose bootstrap fails (kubeadm gives up on an API call that timed
     // out on a loaded machine) is replaced through a health check, not waited on forever; below, every
-    // machine it marked must be one whose boot failed.
+    // machine it marked must be one whose boot failed. Three minutes: under the whole test suite a join
+    // has taken close to one.
     env.apply(&format!(
         "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {kcp}\n\
          spec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/control-plane: \"\"\n\
-         \x20 checks:\n    nodeStartupTimeoutSeconds: 60\n"
+         \x20 checks:\n    nodeStartupTimeoutSeconds: 180\n"
     ))
     .await;
     let mut marked = BTreeSet::new();
