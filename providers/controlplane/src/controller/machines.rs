@@ -26,6 +26,7 @@ use kubeadm_api::meta::{
 };
 use serde_json::{Value, json};
 
+use super::machine_cache::Seen;
 use super::metrics::METRICS;
 use super::{Context, Error, owner_reference};
 use crate::desired::{DesiredState, label_value, machine_annotations, machine_labels};
@@ -67,9 +68,10 @@ fn has_controller(machine: &Machine) -> bool {
         .any(|o| o.controller == Some(true))
 }
 
-/// Lists the cluster's control-plane Machines (live, never from a cache: acting on a stale list could
-/// create a machine twice), adopts unowned ones, and reads each one's KubeadmConfig and infrastructure
-/// machine.
+/// Lists the cluster's control-plane Machines (from the watch-fed copy, which shows every creation and
+/// deletion of ours before the next look; see [`MachineCache`](super::machine_cache::MachineCache)),
+/// adopts unowned ones, and reads each one's KubeadmConfig (from the copy where it has it) and
+/// infrastructure machine.
 pub(super) async fn gather(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
@@ -77,13 +79,19 @@ pub(super) async fn gather(
 ) -> Result<Gathered, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
-    let selector = format!("{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_LABEL}");
-    let listed = machines
-        .list(&ListParams::default().labels(&selector))
-        .await?;
-    let all_names = listed.items.iter().map(ResourceExt::name_any).collect();
+    let listed = match ctx.machine_cache.machines_of(&namespace, cluster).await {
+        Some(cached) => cached,
+        None => {
+            let selector = format!("{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_LABEL}");
+            machines
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+        }
+    };
+    let all_names = listed.iter().map(ResourceExt::name_any).collect();
     let mut owned = BTreeMap::new();
-    for machine in listed.items {
+    for machine in listed {
         if owned_by(&machine, kcp) {
             owned.insert(machine.name_any(), machine);
         } else if !has_controller(&machine) && machine.meta().deletion_timestamp.is_none() {
@@ -99,9 +107,14 @@ pub(super) async fn gather(
     for (name, machine) in &owned {
         if let Some(reference) = &machine.spec.bootstrap.config_ref
             && reference.kind == "KubeadmConfig"
-            && let Some(config) = configs_api.get_opt(&reference.name).await?
         {
-            configs.insert(name.clone(), config);
+            let config = match ctx.machine_cache.config(&namespace, &reference.name) {
+                Some(cached) => Some(KubeadmConfig::clone(&cached)),
+                None => configs_api.get_opt(&reference.name).await?,
+            };
+            if let Some(config) = config {
+                configs.insert(name.clone(), config);
+            }
         }
         let reference = &machine.spec.infrastructure_ref;
         if let Some(resource) = resources
@@ -445,6 +458,10 @@ pub(super) async fn create(
         let _ = infra_api.delete(&name, &DeleteParams::default()).await;
         return Err(e.into());
     }
+    // The next look at the machines must count this one.
+    ctx.machine_cache
+        .wait_for(&namespace, &name, Seen::Created)
+        .await;
     METRICS
         .machines
         .get_or_create(&[("action", "created")])
@@ -585,6 +602,10 @@ where
 pub(super) async fn delete(ctx: &Context, namespace: &str, name: &str) -> Result<(), Error> {
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
     delete_ignoring_missing(&machines, name).await?;
+    // The next look must see it leaving, or it might pick another machine to delete.
+    ctx.machine_cache
+        .wait_for(namespace, name, Seen::Deleting)
+        .await;
     METRICS
         .machines
         .get_or_create(&[("action", "deleted")])

@@ -10,6 +10,7 @@ mod etcd;
 mod events;
 mod in_flight;
 mod lifecycle;
+mod machine_cache;
 mod machines;
 mod metrics;
 mod observe;
@@ -163,6 +164,8 @@ pub struct Context {
     watches: workload_watches::WorkloadWatches,
     /// The cluster certificates and kubeconfigs, fed by a watch.
     secrets: secrets::SecretCache,
+    /// The control-plane Machines and KubeadmConfigs, fed by watches.
+    machine_cache: machine_cache::MachineCache,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -179,7 +182,6 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     std::sync::LazyLock::force(&METRICS);
     let concurrency = settings.concurrency;
     let kcps: Api<KubeadmControlPlane> = scoped_api(&client, &settings.namespace);
-    let machines: Api<Machine> = scoped_api(&client, &settings.namespace);
     let clusters: Api<Cluster> = scoped_api(&client, &settings.namespace);
     let watch = watcher_config(&settings.watch_filter);
     let client = counted(&client);
@@ -187,6 +189,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let etcd = etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
     let (watches, woken) = workload_watches::WorkloadWatches::new();
     let (secrets, secrets_feed) = secrets::SecretCache::new(&client, &settings.namespace);
+    let (machine_cache, machine_events, configs_feed) =
+        machine_cache::MachineCache::new(&client, &settings.namespace);
     let context = Arc::new(Context {
         client,
         settings,
@@ -199,10 +203,11 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         api_servers: Default::default(),
         watches,
         secrets,
+        machine_cache,
     });
     let controller = Controller::new(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .owns(machines, watch.clone())
+        .owns_stream(machine_events)
         .reconcile_on(woken)
         // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
         .watches(clusters, watch, |cluster: Cluster| {
@@ -223,6 +228,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         tokio::select! {
             () = controller => {}
             () = secrets_feed => {}
+            () = configs_feed => {}
         }
     };
     run_until_shutdown(with_caches, shutdown).await;

@@ -26,11 +26,12 @@ pub const RULES: &[Rule] = &[
         resources: &["kubeadmcontrolplanes/finalizers"],
         verbs: &["update"],
     },
-    // One KubeadmConfig per machine: created, read, labels applied, removed with leftovers.
+    // One KubeadmConfig per machine: created, read (from a watch-fed copy), labels applied, removed
+    // with leftovers.
     Rule {
         groups: &[bootstrap::GROUP],
         resources: &["kubeadmconfigs"],
-        verbs: &["create", "delete", "get", "list", "patch"],
+        verbs: &["create", "delete", "get", "list", "patch", "watch"],
     },
     // The owning Cluster: watched and read.
     Rule {
@@ -38,7 +39,7 @@ pub const RULES: &[Rule] = &[
         resources: &["clusters"],
         verbs: &["get", "list", "watch"],
     },
-    // Control-plane Machines: listed live, created, adopted, labelled, annotated (pre-terminate hook), deleted.
+    // Control-plane Machines: watched (a copy), created, adopted, labelled, annotated (pre-terminate hook), deleted.
     Rule {
         groups: &[cluster::GROUP],
         resources: &["machines"],

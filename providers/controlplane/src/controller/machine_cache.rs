@@ -1,0 +1,198 @@
+//! Watch-fed copies of the control-plane Machines and KubeadmConfigs a reconcile reads, in place of a
+//! live list and one read per machine.
+//!
+//! A copy may lag behind the API server; acting on a lagging list could create a machine twice or delete
+//! a second one. So, as Cluster API's own provider does, every creation and deletion of a Machine waits
+//! (briefly) until the copy shows it; should the copy not catch up in time, the namespace's next looks
+//! are live for a while. A new leader starts from a fresh list, so a leader change cannot act on another
+//! manager's stale view. A KubeadmConfig the copy lacks is read live.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use kubeadm_api::cluster::v1beta2::Machine;
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+
+/// How long a creation or deletion waits for the copy to show it.
+const CATCH_UP: Duration = Duration::from_secs(10);
+/// How long a namespace is read live after the copy did not catch up in time.
+const LIVE_FOR: Duration = Duration::from_secs(60);
+/// How long a reconcile waits for the first list before it reads live.
+const FIRST_LIST: Duration = Duration::from_secs(30);
+
+pub(super) struct MachineCache {
+    machines: Store<Machine>,
+    configs: Store<KubeadmConfig>,
+    /// Namespaces read live until the given time.
+    live_until: Mutex<HashMap<String, Instant>>,
+}
+
+/// What a Machine write waits to see in the copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// The Machine exists.
+    Created,
+    /// The Machine is being deleted, or gone.
+    Deleting,
+}
+
+impl Seen {
+    fn holds(self, machine: Option<&Machine>) -> bool {
+        match self {
+            Seen::Created => machine.is_some(),
+            Seen::Deleting => machine.is_none_or(|m| m.meta().deletion_timestamp.is_some()),
+        }
+    }
+}
+
+impl MachineCache {
+    /// The copies, empty until listed; returns the Machine events (which wake the owning control
+    /// planes) and the future feeding the KubeadmConfig copy, to be polled for as long as the copies are
+    /// used.
+    pub(super) fn new(
+        client: &kube::Client,
+        namespace: &str,
+    ) -> (
+        Self,
+        impl Stream<Item = Result<Machine, watcher::Error>> + Send + use<>,
+        impl Future<Output = ()> + Send + use<>,
+    ) {
+        // Every control-plane Machine, whatever the watch filter: a copy missing some would look like a
+        // control plane short of machines.
+        let config = watcher::Config::default().labels(CONTROL_PLANE_LABEL);
+        let machines_api: Api<Machine> = kubeadm_runtime::watching::scoped_api(client, namespace);
+        let (machines, writer) = reflector::store();
+        let machine_events = reflector::reflector(
+            writer,
+            watcher(machines_api, config.clone())
+                .default_backoff()
+                .modify(|m: &mut Machine| m.metadata.managed_fields = None),
+        )
+        .touched_objects();
+
+        let configs_api: Api<KubeadmConfig> =
+            kubeadm_runtime::watching::scoped_api(client, namespace);
+        let (configs, writer) = reflector::store();
+        let configs_feed = reflector::reflector(
+            writer,
+            watcher(configs_api, config)
+                .default_backoff()
+                .modify(|c: &mut KubeadmConfig| c.metadata.managed_fields = None),
+        )
+        .for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::debug!(error = %e, "KubeadmConfigs watch failed; retrying");
+            }
+        });
+        let cache = Self {
+            machines,
+            configs,
+            live_until: Mutex::default(),
+        };
+        (cache, machine_events, configs_feed)
+    }
+
+    /// The control-plane Machines of `cluster` from the copy, or `None` where they are to be read live
+    /// (the copy is not listed yet, or lagged behind a write of ours a moment ago).
+    pub(super) async fn machines_of(&self, namespace: &str, cluster: &str) -> Option<Vec<Machine>> {
+        if self.read_live(namespace) {
+            return None;
+        }
+        if tokio::time::timeout(FIRST_LIST, self.machines.wait_until_ready())
+            .await
+            .ok()?
+            .is_err()
+        {
+            return None;
+        }
+        let mut machines: Vec<Machine> = self
+            .machines
+            .state()
+            .iter()
+            .filter(|m| m.namespace().as_deref() == Some(namespace))
+            .filter(|m| {
+                m.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
+                    && m.labels().contains_key(CONTROL_PLANE_LABEL)
+            })
+            .map(|m| Machine::clone(m))
+            .collect();
+        machines.sort_by_key(ResourceExt::name_any);
+        Some(machines)
+    }
+
+    /// The KubeadmConfig from the copy, if it has it.
+    pub(super) fn config(&self, namespace: &str, name: &str) -> Option<Arc<KubeadmConfig>> {
+        if self.read_live(namespace) {
+            return None;
+        }
+        self.configs.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Waits until the copy shows what a write of ours did to the Machine; if it does not in time, the
+    /// namespace is read live for a while.
+    pub(super) async fn wait_for(&self, namespace: &str, name: &str, seen: Seen) {
+        let key = ObjectRef::new(name).within(namespace);
+        let deadline = Instant::now() + CATCH_UP;
+        while !seen.holds(self.machines.get(&key).as_deref()) {
+            if Instant::now() >= deadline {
+                tracing::warn!(machine = %name, ?seen, "the Machine copy did not catch up; reading live for a while");
+                self.live_until
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(namespace.to_owned(), Instant::now() + LIVE_FOR);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn read_live(&self, namespace: &str) -> bool {
+        let mut live = self
+            .live_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match live.get(namespace) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                live.remove(namespace);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn machine(deleting: bool) -> Machine {
+        let mut m = Machine::new("m", Default::default());
+        if deleting {
+            m.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        }
+        m
+    }
+
+    #[test]
+    fn a_creation_is_seen_once_the_machine_is_there() {
+        assert!(!Seen::Created.holds(None));
+        assert!(Seen::Created.holds(Some(&machine(false))));
+    }
+
+    #[test]
+    fn a_deletion_is_seen_once_the_machine_is_deleting_or_gone() {
+        assert!(!Seen::Deleting.holds(Some(&machine(false))));
+        assert!(Seen::Deleting.holds(Some(&machine(true))));
+        assert!(Seen::Deleting.holds(None));
+    }
+}
