@@ -67,27 +67,10 @@ impl MachineCache {
     ) {
         // Every control-plane Machine, whatever the watch filter: a copy missing some would look like a
         // control plane short of machines.
-        let config = watcher::Config::default().labels(CONTROL_PLANE_LABEL);
-        let machines_api: Api<Machine> = kubeadm_runtime::watching::scoped_api(client, namespace);
-        let (machines, writer) = reflector::store();
-        let machine_events = reflector::reflector(
-            writer,
-            watcher(machines_api, config.clone())
-                .default_backoff()
-                .modify(|m: &mut Machine| m.metadata.managed_fields = None),
-        )
-        .touched_objects();
-
-        let configs_api: Api<KubeadmConfig> =
-            kubeadm_runtime::watching::scoped_api(client, namespace);
-        let (configs, writer) = reflector::store();
-        let configs_feed = reflector::reflector(
-            writer,
-            watcher(configs_api, config)
-                .default_backoff()
-                .modify(|c: &mut KubeadmConfig| c.metadata.managed_fields = None),
-        )
-        .for_each(|event| async move {
+        let (machines, machine_events) = copy::<Machine>(client, namespace);
+        let machine_events = machine_events.touched_objects();
+        let (configs, config_events) = copy::<KubeadmConfig>(client, namespace);
+        let configs_feed = config_events.for_each(|event| async move {
             if let Err(e) = event {
                 tracing::debug!(error = %e, "KubeadmConfigs watch failed; retrying");
             }
@@ -118,10 +101,7 @@ impl MachineCache {
             .state()
             .iter()
             .filter(|m| m.namespace().as_deref() == Some(namespace))
-            .filter(|m| {
-                m.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
-                    && m.labels().contains_key(CONTROL_PLANE_LABEL)
-            })
+            .filter(|m| m.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster))
             .map(|m| Machine::clone(m))
             .collect();
         machines.sort_by_key(ResourceExt::name_any);
@@ -168,6 +148,35 @@ impl MachineCache {
             None => false,
         }
     }
+}
+
+/// A store of the `K` labelled control-plane, without managed fields, and the watch events that fill it
+/// (to be polled for as long as the store is used).
+fn copy<K>(
+    client: &kube::Client,
+    namespace: &str,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>,
+)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = kubeadm_runtime::watching::scoped_api(client, namespace);
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default().labels(CONTROL_PLANE_LABEL))
+            .default_backoff()
+            .modify(|object: &mut K| object.managed_fields_mut().clear()),
+    );
+    (store, events)
 }
 
 #[cfg(test)]
