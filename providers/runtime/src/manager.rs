@@ -182,6 +182,7 @@ impl ManagerArgs {
         ));
         let url = config.cluster_url.to_string();
         let client = kube::Client::try_from(config).map_err(|e| invalid(e.to_string()))?;
+        let client = crate::metrics::count_requests(&client);
         let client = crate::rate_limit::limited(
             &client,
             crate::rate_limit::Limit {
