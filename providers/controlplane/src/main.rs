@@ -65,6 +65,11 @@ struct RunArgs {
     /// A member added but never started is removed after this long, e.g. 5m.
     #[arg(long, default_value = "5m", value_parser = kubeadm_runtime::duration::parse_duration)]
     etcd_unstarted_grace: std::time::Duration,
+    /// How often a settled control plane with stacked etcd has its etcd members checked (their status
+    /// and alarms raise no Kubernetes event; its pods and Nodes wake it at once), e.g. 30s or 5m; the
+    /// sync period when longer than that.
+    #[arg(long, default_value = "30s", value_parser = kubeadm_runtime::duration::parse_duration)]
+    etcd_health_period: std::time::Duration,
     /// KubeadmControlPlanes reconciled at the same time.
     #[arg(long, default_value_t = 100)]
     kubeadmcontrolplane_concurrency: u16,
@@ -85,6 +90,7 @@ async fn main() -> ExitCode {
                 etcd_access,
                 etcd_learner_timeout,
                 etcd_unstarted_grace,
+                etcd_health_period,
                 kubeadmcontrolplane_concurrency,
             } = *run;
             let settings = controller::Settings {
@@ -97,6 +103,7 @@ async fn main() -> ExitCode {
                 unstarted_grace: signed(etcd_unstarted_grace),
                 concurrency: kubeadmcontrolplane_concurrency,
                 sync_period: args.sync_period,
+                etcd_health_period,
                 ..controller::Settings::default()
             };
             let namespace = args.namespace.clone();

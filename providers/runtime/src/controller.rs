@@ -15,6 +15,34 @@ use prometheus_client::registry::Registry;
 
 use crate::Shutdown;
 
+/// What a controller's run stream yields for each reconcile.
+pub type Outcome<K, E> = Result<
+    (
+        kube::runtime::reflector::ObjectRef<K>,
+        kube::runtime::controller::Action,
+    ),
+    kube::runtime::controller::Error<E, kube::runtime::watcher::Error>,
+>;
+
+/// Logs one outcome of a controller's run stream: a reconcile that failed as a warning; a wake-up for an
+/// object the controller has not listed yet (a related object changed first, e.g. a Cluster created
+/// before its control plane) at debug level, since the object's own arrival reconciles it.
+pub fn log_outcome<K, E>(outcome: Outcome<K, E>)
+where
+    K: kube::Resource,
+    K::DynamicType: Clone + std::fmt::Debug,
+    E: std::error::Error + 'static,
+{
+    use kube::runtime::controller::Error;
+    match outcome {
+        Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+        Err(Error::ObjectNotFound(object)) => {
+            tracing::debug!(%object, "woken for an object not listed yet");
+        }
+        Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+    }
+}
+
 /// How long in-flight reconciles get after a shutdown request before they are dropped. Reconciles are
 /// idempotent, so dropping one mid-way is safe; the bound also covers a shutdown that arrives before the
 /// first list completed, which kube-runtime would otherwise wait out forever.

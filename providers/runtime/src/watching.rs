@@ -1,9 +1,11 @@
 //! What a controller of either manager watches: its namespace (or all), objects carrying the
 //! `--watch-filter` label value, and kinds that are actually served.
 
-use kube::Resource;
+use futures::Stream;
 use kube::api::{Api, ListParams};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
 use kubeadm_api::meta::WATCH_FILTER_LABEL;
 
 /// An API for `K` in `namespace`, or in all namespaces when it is empty (`--namespace`).
@@ -46,4 +48,33 @@ where
             K::group(&())
         )),
     }
+}
+
+/// A watch-fed copy of the `K` that `api` and `config` select, without managed fields (no reconcile
+/// reads them), and the watch events that fill it: poll them for as long as the copy is used (a
+/// controller's trigger stream, or a task of its own).
+pub fn copy<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(
+        writer,
+        watcher(api, config)
+            .default_backoff()
+            .modify(|object: &mut K| object.managed_fields_mut().clear()),
+    );
+    (store, events)
 }

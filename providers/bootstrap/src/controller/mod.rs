@@ -17,9 +17,10 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::conditions::{reasons, types};
 use kubeadm_api::bootstrap::events as bootstrap_events;
@@ -32,9 +33,9 @@ use kubeadm_api::meta::{
 use serde_json::json;
 
 use kubeadm_runtime::Shutdown;
-use kubeadm_runtime::controller::{ErrorBackoff, run_until_shutdown};
+use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
 use kubeadm_runtime::events;
-use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
+use kubeadm_runtime::watching::{copy, scoped_api, served, watcher_config};
 
 mod metrics;
 pub mod rbac;
@@ -109,6 +110,33 @@ pub struct Context {
     backoff: ErrorBackoff<ObjectRef<KubeadmConfig>>,
     /// Workload-cluster clients, reused while their kubeconfig Secret is unchanged.
     workload: WorkloadClients,
+    /// The Machines and Clusters, fed by the watches that wake their configs: a settled config is
+    /// looked at without a read of the API server.
+    machines: Store<Machine>,
+    clusters: Store<Cluster>,
+}
+
+/// `namespace/name` from `store`, else read live (not listed yet, or outside the watch filter).
+async fn cached_or_live<K>(
+    store: &Store<K>,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    match store.get(&ObjectRef::new(name).within(namespace)) {
+        Some(cached) => Ok(Some(K::clone(&cached))),
+        None => {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+        }
+    }
 }
 
 /// Fails with a message naming the missing CRD when the kinds this controller watches are not served
@@ -135,9 +163,17 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         kube::runtime::controller::Config::default().concurrency(settings.concurrency),
     );
     let cluster_store = controller.store();
+    let (machines_copy, machine_events) = copy(machines, watch.clone());
+    let (clusters_copy, cluster_events) = copy(clusters, watch);
+    let (machine_events, cluster_events) = (
+        machine_events.touched_objects(),
+        cluster_events.touched_objects(),
+    );
     let client = counted(&client, ApiServer::Management);
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
     let context = Arc::new(Context {
+        machines: machines_copy,
+        clusters: clusters_copy,
         client,
         settings,
         recorder,
@@ -146,14 +182,14 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     });
     let mut controller = controller
         // A Machine points at its config; its changes (nodeRef, version) matter to the config.
-        .watches(machines, watch.clone(), |machine: Machine| {
+        .watches_stream(machine_events, |machine: Machine| {
             let namespace = machine.namespace()?;
             let config = machine.spec.bootstrap.config_ref.as_ref()?;
             (config.kind == "KubeadmConfig")
                 .then(|| ObjectRef::new(&config.name).within(&namespace))
         })
         // Cluster changes (infrastructure ready, control plane initialized, unpaused) wake its configs.
-        .watches(clusters, watch, move |cluster: Cluster| {
+        .watches_stream(cluster_events, move |cluster: Cluster| {
             let name = cluster.name_any();
             let namespace = cluster.namespace();
             cluster_store
@@ -181,12 +217,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let controller = controller
         .graceful_shutdown_on(shutdown.clone().wait())
         .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(config = %object, "reconciled"),
-                Err(e) => tracing::warn!(error = %e, "reconcile failed"),
-            }
-        });
+        .for_each(|outcome| async move { log_outcome(outcome) });
     run_until_shutdown(controller, shutdown).await;
 }
 
@@ -306,8 +337,7 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
         return Ok(Action::await_change());
     };
     let owner = match kind {
-        OwnerKind::Machine => Api::<Machine>::namespaced(ctx.client.clone(), &namespace)
-            .get_opt(&owner_name)
+        OwnerKind::Machine => cached_or_live(&ctx.machines, &ctx.client, &namespace, &owner_name)
             .await?
             .map(|machine| ConfigOwner::Machine(Box::new(machine))),
         OwnerKind::Pool => Api::<MachinePool>::namespaced(ctx.client.clone(), &namespace)
@@ -318,8 +348,9 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
     let Some(owner) = owner else {
         return Ok(Action::await_change());
     };
-    let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(cluster) = clusters.get_opt(owner.cluster_name()).await? else {
+    let cluster =
+        cached_or_live(&ctx.clusters, &ctx.client, &namespace, owner.cluster_name()).await?;
+    let Some(cluster) = cluster else {
         return Ok(Action::requeue(WAIT_FOR_CONTROL_PLANE));
     };
     if kubeadm_cluster::paused::is_paused(&cluster, &*config) {

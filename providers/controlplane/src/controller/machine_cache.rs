@@ -12,14 +12,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt};
-use kube::api::Api;
+use futures::{FutureExt, Stream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::Machine;
-use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
 
 /// How long a creation or deletion waits for the copy to show it.
 const CATCH_UP: Duration = Duration::from_secs(10);
@@ -31,8 +31,31 @@ const FIRST_LIST: Duration = Duration::from_secs(30);
 pub(super) struct MachineCache {
     machines: Store<Machine>,
     configs: Store<KubeadmConfig>,
+    /// The infrastructure machines, one copy per kind, opened the first time a kind is read.
+    infrastructure: Mutex<HashMap<(String, String), InfrastructureCopy>>,
+    client: kube::Client,
+    namespace: String,
     /// Namespaces read live until the given time.
     live_until: Mutex<HashMap<String, Instant>>,
+}
+
+/// The copy of one infrastructure machine kind and the task feeding it (stopped with the cache).
+struct InfrastructureCopy {
+    store: Store<DynamicObject>,
+    feed: tokio::task::AbortHandle,
+}
+
+impl Drop for MachineCache {
+    fn drop(&mut self) {
+        for copy in self
+            .infrastructure
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            copy.feed.abort();
+        }
+    }
 }
 
 /// What a Machine write waits to see in the copy.
@@ -78,6 +101,9 @@ impl MachineCache {
         let cache = Self {
             machines,
             configs,
+            infrastructure: Mutex::default(),
+            client: client.clone(),
+            namespace: namespace.to_owned(),
             live_until: Mutex::default(),
         };
         (cache, machine_events, configs_feed)
@@ -116,6 +142,101 @@ impl MachineCache {
         self.configs.get(&ObjectRef::new(name).within(namespace))
     }
 
+    /// The KubeadmConfigs of the control plane whose `cluster.x-k8s.io/control-plane-name` label is
+    /// `kcp_label`, from the copy, or `None` where they are to be read live.
+    pub(super) fn configs_of(
+        &self,
+        namespace: &str,
+        kcp_label: &str,
+    ) -> Option<Vec<Arc<KubeadmConfig>>> {
+        if self.read_live(namespace) || !ready(&self.configs) {
+            return None;
+        }
+        Some(
+            self.configs
+                .state()
+                .into_iter()
+                .filter(|c| in_control_plane(c.as_ref(), namespace, kcp_label))
+                .collect(),
+        )
+    }
+
+    /// The infrastructure machine `namespace/name` of kind `resource`, from the kind's copy (opened by
+    /// the first call); `None` when the copy lacks it or is not listed yet: read it live.
+    pub(super) fn infrastructure_machine(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<DynamicObject>> {
+        let store = self.infrastructure_copy(resource);
+        if self.read_live(namespace) || !ready(&store) {
+            return None;
+        }
+        store.get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
+    }
+
+    /// The infrastructure machines of kind `resource` of the control plane labelled `kcp_label`, from the
+    /// kind's copy, or `None` where they are to be read live.
+    pub(super) fn infrastructure_of(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        kcp_label: &str,
+    ) -> Option<Vec<Arc<DynamicObject>>> {
+        let store = self.infrastructure_copy(resource);
+        if self.read_live(namespace) || !ready(&store) {
+            return None;
+        }
+        Some(
+            store
+                .state()
+                .into_iter()
+                .filter(|o| in_control_plane(o.as_ref(), namespace, kcp_label))
+                .collect(),
+        )
+    }
+
+    fn infrastructure_copy(&self, resource: &ApiResource) -> Store<DynamicObject> {
+        let key = (resource.group.clone(), resource.plural.clone());
+        let mut copies = self
+            .infrastructure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(copy) = copies.get(&key) {
+            return copy.store.clone();
+        }
+        let api: Api<DynamicObject> = if self.namespace.is_empty() {
+            Api::all_with(self.client.clone(), resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &self.namespace, resource)
+        };
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let kind = resource.kind.clone();
+        let events = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default().labels(CONTROL_PLANE_LABEL))
+                .default_backoff()
+                .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear()),
+        );
+        let feed = tokio::spawn(events.for_each(move |event| {
+            if let Err(e) = event {
+                tracing::debug!(kind, error = %e, "infrastructure machines watch failed; retrying");
+            }
+            std::future::ready(())
+        }))
+        .abort_handle();
+        copies.insert(
+            key,
+            InfrastructureCopy {
+                store: store.clone(),
+                feed,
+            },
+        );
+        store
+    }
+
     /// Waits until the copy shows what a write of ours did to the Machine; if it does not in time, the
     /// namespace is read live for a while.
     pub(super) async fn wait_for(&self, namespace: &str, name: &str, seen: Seen) {
@@ -150,8 +271,28 @@ impl MachineCache {
     }
 }
 
-/// A store of the `K` labelled control-plane, without managed fields, and the watch events that fill it
-/// (to be polled for as long as the store is used).
+/// The copy has listed once (a reflector's store is never unready again).
+fn ready<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+fn in_control_plane(object: &impl Resource, namespace: &str, kcp_label: &str) -> bool {
+    object.meta().namespace.as_deref() == Some(namespace)
+        && object
+            .meta()
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(CONTROL_PLANE_NAME_LABEL))
+            .map(String::as_str)
+            == Some(kcp_label)
+}
+
+/// A copy of the `K` labelled control-plane, whatever the watch filter: a copy missing some would look
+/// like a control plane short of machines.
 fn copy<K>(
     client: &kube::Client,
     namespace: &str,
@@ -168,15 +309,10 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = kubeadm_runtime::watching::scoped_api(client, namespace);
-    let (store, writer) = reflector::store();
-    let events = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().labels(CONTROL_PLANE_LABEL))
-            .default_backoff()
-            .modify(|object: &mut K| object.managed_fields_mut().clear()),
-    );
-    (store, events)
+    kubeadm_runtime::watching::copy(
+        kubeadm_runtime::watching::scoped_api(client, namespace),
+        watcher::Config::default().labels(CONTROL_PLANE_LABEL),
+    )
 }
 
 #[cfg(test)]

@@ -121,9 +121,18 @@ pub(super) async fn gather(
             .get(ctx, &reference.api_group, &reference.kind)
             .await?
         {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
-            if let Some(object) = api.get_opt(&reference.name).await? {
+            let cached =
+                ctx.machine_cache
+                    .infrastructure_machine(&resource, &namespace, &reference.name);
+            let object = match cached {
+                Some(cached) => Some(DynamicObject::clone(&cached)),
+                None => {
+                    Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &namespace, &resource)
+                        .get_opt(&reference.name)
+                        .await?
+                }
+            };
+            if let Some(object) = object {
                 infrastructure.insert(name.clone(), (resource, object));
             }
         }
@@ -537,10 +546,6 @@ pub(super) async fn clean_leftovers(
     gathered: &Gathered,
 ) -> Result<(), Error> {
     let namespace = kcp.namespace().unwrap_or_default();
-    let selector = format!(
-        "{CONTROL_PLANE_NAME_LABEL}={}",
-        label_value(&kcp.name_any())
-    );
     let grace = k8s_openapi::jiff::SignedDuration::try_from(ctx.settings.leftover_grace)
         .unwrap_or(k8s_openapi::jiff::SignedDuration::MAX);
     let is_leftover = |meta: &kube::api::ObjectMeta| {
@@ -556,13 +561,16 @@ pub(super) async fn clean_leftovers(
             .is_some_and(|t| t.0 + grace < Timestamp::now());
         ours && old && meta.deletion_timestamp.is_none() && !gathered.all_names.contains(&name)
     };
+    let kcp_label = label_value(&kcp.name_any());
+    let selector = format!("{CONTROL_PLANE_NAME_LABEL}={kcp_label}");
     let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);
-    for config in configs
-        .list_metadata(&ListParams::default().labels(&selector))
-        .await?
-    {
-        if is_leftover(&config.metadata) {
-            let name = config.name_any();
+    let config_metas = match ctx.machine_cache.configs_of(&namespace, &kcp_label) {
+        Some(cached) => cached.iter().map(|c| c.metadata.clone()).collect(),
+        None => metadata_of(&configs, &selector).await?,
+    };
+    for meta in config_metas {
+        if is_leftover(&meta) {
+            let name = meta.name.unwrap_or_default();
             tracing::info!(kcp = %kcp.name_any(), config = %name, "removing KubeadmConfig of a Machine that was never created");
             delete_ignoring_missing(&configs, &name).await?;
         }
@@ -573,18 +581,36 @@ pub(super) async fn clean_leftovers(
     {
         let infra: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
-        for object in infra
-            .list_metadata(&ListParams::default().labels(&selector))
-            .await?
+        let infra_metas = match ctx
+            .machine_cache
+            .infrastructure_of(&resource, &namespace, &kcp_label)
         {
-            if is_leftover(&object.metadata) {
-                let name = object.name_any();
+            Some(cached) => cached.iter().map(|o| o.metadata.clone()).collect(),
+            None => metadata_of(&infra, &selector).await?,
+        };
+        for meta in infra_metas {
+            if is_leftover(&meta) {
+                let name = meta.name.unwrap_or_default();
                 tracing::info!(kcp = %kcp.name_any(), infra = %name, "removing infrastructure machine of a Machine that was never created");
                 delete_ignoring_missing(&infra, &name).await?;
             }
         }
     }
     Ok(())
+}
+
+/// The metadata of the objects `selector` picks, read live.
+async fn metadata_of<K>(api: &Api<K>, selector: &str) -> Result<Vec<kube::api::ObjectMeta>, Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await?
+        .items
+        .into_iter()
+        .map(|o| o.metadata)
+        .collect())
 }
 
 async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>

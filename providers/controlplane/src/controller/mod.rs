@@ -29,16 +29,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::certificates::CertError;
 use kubeadm_runtime::Shutdown;
-use kubeadm_runtime::controller::{ErrorBackoff, run_until_shutdown};
-use kubeadm_runtime::watching::{scoped_api, served, watcher_config};
+use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
+use kubeadm_runtime::watching::{copy, scoped_api, served, watcher_config};
 
 use metrics::{METRICS, counted};
 pub use metrics::{api_writes_total, reconcile_time};
@@ -47,9 +48,6 @@ use kubeadm_cluster::kubeconfig::KubeconfigError;
 
 pub use lifecycle::FINALIZER;
 
-/// How often a settled control plane with stacked etcd is looked at again: etcd changes (a learner that
-/// kubeadm left behind, a member that went down) raise no Kubernetes event.
-const ETCD_RESYNC: Duration = Duration::from_secs(30);
 /// How soon a control plane that waits for something outside it (a deletion, a blocked remediation)
 /// is looked at again when no watch event arrives first; a change in flight is polled sooner
 /// ([`in_flight`]).
@@ -68,9 +66,12 @@ pub struct Settings {
     pub leftover_grace: Duration,
     /// Control planes reconciled at the same time (Cluster API's default is 100).
     pub concurrency: u16,
-    /// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal);
-    /// with stacked etcd at least every 30 s.
+    /// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal).
     pub sync_period: Duration,
+    /// How often a settled control plane with stacked etcd is looked at again when shorter than the
+    /// sync period: etcd's own changes (a learner that kubeadm left behind, an alarm, a member that went
+    /// down while its pod still shows running) raise no Kubernetes event.
+    pub etcd_health_period: Duration,
     /// How long an etcd learner may take to catch up before it is removed.
     pub learner_timeout: k8s_openapi::jiff::SignedDuration,
     /// How long an added etcd member may take to start before it is removed.
@@ -91,6 +92,7 @@ impl Default for Settings {
             leftover_grace: Duration::from_secs(60),
             concurrency: 100,
             sync_period: Duration::from_secs(600),
+            etcd_health_period: Duration::from_secs(30),
             learner_timeout: crate::etcd_membership::DEFAULT_LEARNER_TIMEOUT,
             unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
             snapshot_dir: None,
@@ -166,6 +168,8 @@ pub struct Context {
     secrets: secrets::SecretCache,
     /// The control-plane Machines and KubeadmConfigs, fed by watches.
     machine_cache: machine_cache::MachineCache,
+    /// The Clusters, fed by the watch that wakes their control planes.
+    clusters: reflector::Store<Cluster>,
 }
 
 /// Fails with a message naming the missing CRD when a kind this controller needs is not served.
@@ -191,7 +195,10 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let (secrets, secrets_feed) = secrets::SecretCache::new(&client, &settings.namespace);
     let (machine_cache, machine_events, configs_feed) =
         machine_cache::MachineCache::new(&client, &settings.namespace);
+    let (clusters_copy, cluster_events) = copy(clusters, watch.clone());
+    let cluster_events = cluster_events.touched_objects();
     let context = Arc::new(Context {
+        clusters: clusters_copy,
         client,
         settings,
         recorder,
@@ -210,7 +217,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         .owns_stream(machine_events)
         .reconcile_on(woken)
         // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
-        .watches(clusters, watch, |cluster: Cluster| {
+        .watches_stream(cluster_events, |cluster: Cluster| {
             let namespace = cluster.namespace()?;
             let reference = cluster.spec.control_plane_ref.as_ref()?;
             (reference.kind == "KubeadmControlPlane")
@@ -218,12 +225,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         })
         .graceful_shutdown_on(shutdown.clone().wait())
         .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, _)) => tracing::debug!(kcp = %object, "reconciled"),
-                Err(e) => tracing::warn!(error = %e, "reconcile failed"),
-            }
-        });
+        .for_each(|outcome| async move { log_outcome(outcome) });
     let with_caches = async move {
         tokio::select! {
             () = controller => {}
@@ -256,11 +258,15 @@ async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<A
 async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<Action, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let cluster = match owner_cluster(&kcp) {
-        Some(name) => {
-            Api::<Cluster>::namespaced(ctx.client.clone(), &namespace)
-                .get_opt(&name)
-                .await?
-        }
+        Some(name) => match ctx.clusters.get(&ObjectRef::new(&name).within(&namespace)) {
+            Some(cached) => Some(Cluster::clone(&cached)),
+            // Not listed yet, or outside the watch filter.
+            None => {
+                Api::<Cluster>::namespaced(ctx.client.clone(), &namespace)
+                    .get_opt(&name)
+                    .await?
+            }
+        },
         None => None,
     };
     if kcp.meta().deletion_timestamp.is_some() {

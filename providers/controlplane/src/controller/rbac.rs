@@ -68,8 +68,9 @@ pub const RULES: &[Rule] = &[
     kubeadm_runtime::events::RBAC_RULE,
 ];
 
-/// What the controller does with infrastructure machines of any provider: creates, lists, labels
+/// What the controller does with infrastructure machines of any provider: creates, lists, watches, labels
 /// (server-side apply) and deletes them; given per provider by a ClusterRole the manager aggregates.
-pub const INFRASTRUCTURE_MACHINE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch"];
+pub const INFRASTRUCTURE_MACHINE_VERBS: &[&str] =
+    &["create", "delete", "get", "list", "patch", "watch"];
 /// It reads the infrastructure machine template it clones.
 pub const INFRASTRUCTURE_TEMPLATE_VERBS: &[&str] = &["get"];

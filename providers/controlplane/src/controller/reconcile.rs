@@ -16,7 +16,7 @@ use super::in_flight::InFlight;
 use super::phases::{Next, PHASES};
 use super::scope::ControlPlane;
 use super::status::Report;
-use super::{Context, ETCD_RESYNC, Error, WAIT, credentials, machines};
+use super::{Context, Error, WAIT, credentials, machines};
 use crate::desired::DesiredState;
 use crate::etcd_membership;
 use crate::plan::Step;
@@ -100,7 +100,13 @@ async fn run(
         return Err(e);
     }
     reported?;
-    let settled = ctx.settings.sync_period;
+    let settled = if cp.desired.external_etcd {
+        ctx.settings.sync_period
+    } else {
+        ctx.settings
+            .etcd_health_period
+            .min(ctx.settings.sync_period)
+    };
     Ok(Action::requeue(requeue(
         &cp,
         acted,
@@ -110,7 +116,7 @@ async fn run(
 }
 
 /// When to look again: soon while a change is in flight (see [`InFlight`]), when the acting phase asks,
-/// or after `settled` (the sync period; at most [`ETCD_RESYNC`] with stacked etcd); never later than a
+/// or after `settled` (the sync period; with stacked etcd at most the etcd health period); never later than a
 /// running etcd learner timeout or unstarted grace (the lowest wins).
 fn requeue(
     cp: &ControlPlane<'_>,
@@ -126,11 +132,7 @@ fn requeue(
         None if changing(cp) => in_flight.poll(key, false),
         None => {
             in_flight.settled(&key);
-            if cp.desired.external_etcd {
-                settled
-            } else {
-                ETCD_RESYNC.min(settled)
-            }
+            settled
         }
     };
     match cp.etcd.as_ref().and_then(|e| e.membership.as_ref()) {
