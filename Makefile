@@ -7,7 +7,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout compare
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale compare
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -55,6 +55,14 @@ compare: testenv ## Our managers and Cluster API's own kubeadm managers through 
 bench-rollout: testenv ## Generation rollouts of 3 (and 5) control-plane machines on simulated machines: wall time against the sum of the joins, and the idle gaps between steps (BENCH_ROLLOUTS, default 5; about 10 minutes)
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) bench --profile dev -p e2e-tests --bench rollout
+
+bench-scale: testenv ## Both managers with 100, 300 and 1,000 simulated clusters: creation, scaling, and at rest requests/s, writes, CPU against the API server's, RSS; a table and docs/src/images/scale.png (BENCH_SCALE_N, BENCH_SCALE_REST_SECONDS; about 2 hours)
+	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
+	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
+		$(CARGO) bench --profile dev -p e2e-tests --bench scale
+	test -x target/plot-venv/bin/python || (python3 -m venv target/plot-venv && target/plot-venv/bin/pip install -q matplotlib)
+	mkdir -p docs/src/images
+	target/plot-venv/bin/python hack/plot-scale.py target/bench-scale.csv docs/src/images/scale.png
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render

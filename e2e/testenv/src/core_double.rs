@@ -346,8 +346,8 @@ const COMPONENTS: [&str; 4] = [
     "etcd",
 ];
 
-/// The mirror pods of a control-plane node's static pods, running and ready.
-async fn start_static_pods(client: &kube::Client, machine: &str, etcd_url: &str) {
+/// The mirror pods of a control-plane node's static pods (node `node-<machine>`), running and ready.
+pub async fn start_static_pods(client: &kube::Client, machine: &str, etcd_url: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let node = format!("node-{machine}");
     for component in COMPONENTS {
@@ -409,7 +409,8 @@ async fn remove_static_pods(client: &kube::Client, machine: &str) {
     }
 }
 
-async fn kubeadm_init_uploaded_config(client: &kube::Client) {
+/// The `kube-system/kubeadm-config` ConfigMap that `kubeadm init` uploads (once per workload cluster).
+pub async fn kubeadm_init_uploaded_config(client: &kube::Client) {
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
     let config = ConfigMap {
         metadata: kube::api::ObjectMeta {

@@ -147,6 +147,10 @@ impl ManagerProcess {
         })
     }
 
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     pub fn name(&self) -> &str {
         self.process.name()
     }

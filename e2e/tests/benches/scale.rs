@@ -1,0 +1,899 @@
+//! `make bench-scale`: what both managers cost with many clusters, and what they cost at rest.
+//!
+//! A light simulation in the spirit of Cluster API's in-memory provider: for each N of `BENCH_SCALE_N`
+//! (default `100,300,1000`), a fresh management plane (real etcd and kube-apiserver), both managers as
+//! processes (the binaries `CONTROLPLANE_MANAGER` and `BOOTSTRAP_MANAGER` name, release builds from
+//! `make bench-scale`), and N clusters of one control-plane machine (external etcd) and one worker. The
+//! workload side of every cluster is one of a few real kube-apiservers shared by
+//! `BENCH_SCALE_PER_WORKLOAD` clusters (default 100), each cluster's Nodes and mirror Pods named apart.
+//! A small double in this benchmark plays core Cluster API and the machines: it hands each Machine its
+//! bootstrap data, a Node and running mirror pods, and marks the Cluster initialized.
+//!
+//! For each N it prints: the time to create all clusters (every control plane ready, every worker's
+//! bootstrap data written and Node there), the time to scale `BENCH_SCALE_SCALED` (default 100) control
+//! planes 1 → 3; then, after the clusters settle, over `BENCH_SCALE_REST_SECONDS` (default 600) at rest:
+//! management API requests per second by verb from each manager (their own request counters), writes,
+//! reconciles per second, CPU seconds of each manager against the management kube-apiserver's, and
+//! each manager's peak and current RSS. The rows also go to `target/bench-scale.csv` for the plot
+//! (`hack/plot-scale.py`). Nothing is asserted: it measures.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use e2e_tests::env::manager_binary;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::runtime::{WatchStreamExt, watcher};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use serde_json::json;
+use testenv::ManagementPlane;
+use testenv::core_double::{kubeadm_init_uploaded_config, start_static_pods};
+use testenv::manager::ManagerProcess;
+
+const NS: &str = "default";
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long nothing may change before the rest window starts.
+const SETTLE: Duration = Duration::from_secs(30);
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() {
+    let sizes: Vec<usize> = std::env::var("BENCH_SCALE_N")
+        .unwrap_or_else(|_| "100,300,1000".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    let per_workload = env_or("BENCH_SCALE_PER_WORKLOAD", 100usize).max(1);
+    let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
+    let rest = Duration::from_secs(env_or("BENCH_SCALE_REST_SECONDS", 600u64));
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        let row = run(n, per_workload, scaled.min(n), rest).await;
+        println!("{}", row.describe());
+        rows.push(row);
+    }
+    println!();
+    println!("{}", table(&rows, rest));
+    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-scale.csv");
+    std::fs::write(&csv, csv_of(&rows)).expect("write the CSV");
+    println!("rows written to {}", csv.display());
+}
+
+/// What one N measured.
+struct Row {
+    clusters: usize,
+    machines: usize,
+    workload_apiservers: usize,
+    create: Duration,
+    scaled: usize,
+    scale: Duration,
+    /// Per manager: requests per second by verb at rest.
+    requests: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per manager: writes at rest.
+    writes: BTreeMap<String, u64>,
+    /// Per manager: reconciles per second at rest.
+    reconciles: BTreeMap<String, f64>,
+    /// Per manager and the management kube-apiserver: CPU seconds at rest.
+    cpu: BTreeMap<String, f64>,
+    /// Per manager: (peak, current) RSS in KiB.
+    rss: BTreeMap<String, (u64, u64)>,
+}
+
+impl Row {
+    fn describe(&self) -> String {
+        format!(
+            "N={}: {} machines on {} workload API servers; created in {:.0?}, {} scaled 1 → 3 in {:.0?}",
+            self.clusters,
+            self.machines,
+            self.workload_apiservers,
+            self.create,
+            self.scaled,
+            self.scale
+        )
+    }
+}
+
+async fn run(n: usize, per_workload: usize, scaled: usize, rest: Duration) -> Row {
+    let plane = ManagementPlane::start()
+        .await
+        .expect("management plane starts");
+    let client = plane.client().await.unwrap();
+    install_crds(&plane).await;
+    let workloads = {
+        let mut started = Vec::new();
+        for _ in 0..n.div_ceil(per_workload) {
+            started.push(
+                ManagementPlane::start()
+                    .await
+                    .expect("workload API server starts"),
+            );
+        }
+        started
+    };
+    let mut workload_clients = Vec::new();
+    for workload in &workloads {
+        workload_clients.push(workload.client().await.unwrap());
+    }
+
+    let logs = plane.dir().join("managers");
+    let kubeconfig = plane.apiserver().kubeconfig_path().to_owned();
+    let filter = Some("warn");
+    let mut managers = [
+        ManagerProcess::start_logging(
+            &manager_binary("controlplane-manager", "CONTROLPLANE_MANAGER"),
+            &kubeconfig,
+            &logs,
+            &[],
+            filter,
+        )
+        .expect("controlplane-manager starts"),
+        ManagerProcess::start_logging(
+            &manager_binary("bootstrap-manager", "BOOTSTRAP_MANAGER"),
+            &kubeconfig,
+            &logs,
+            &[],
+            filter,
+        )
+        .expect("bootstrap-manager starts"),
+    ];
+    for manager in &mut managers {
+        manager
+            .wait_ready(Duration::from_secs(60))
+            .await
+            .expect("manager ready");
+    }
+
+    let clusters: Vec<Workload> = (0..n)
+        .map(|i| {
+            let server = &workloads[i / per_workload];
+            Workload {
+                cluster: format!("c{i:04}"),
+                index: i / per_workload,
+                url: server.apiserver().url().to_owned(),
+                ca: (
+                    server.apiserver().ca_pem().to_owned(),
+                    server.apiserver().ca_key_pem().to_owned(),
+                ),
+            }
+        })
+        .collect();
+    let double = tokio::spawn(double(
+        client.clone(),
+        Arc::new(workload_clients),
+        clusters
+            .iter()
+            .map(|w| (w.cluster.clone(), w.index))
+            .collect(),
+    ));
+
+    let started = Instant::now();
+    for workload in &clusters {
+        create_cluster(&client, workload).await;
+    }
+    wait_until(&client, n, |kcps, machines| {
+        kcps.iter().filter(|k| converged(k, 1)).count() == n
+            && machines
+                .iter()
+                .filter(|m| !is_control_plane(m) && has_node(m))
+                .count()
+                == n
+    })
+    .await;
+    let create = started.elapsed();
+    println!("N={n}: all clusters created in {create:.0?}");
+
+    let started = Instant::now();
+    for workload in clusters.iter().take(scaled) {
+        Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+            .patch(
+                &format!("{}-cp", workload.cluster),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "replicas": 3 } })),
+            )
+            .await
+            .unwrap();
+    }
+    wait_until(&client, n, |kcps, _| {
+        kcps.iter().filter(|k| converged(k, 3)).count() == scaled
+    })
+    .await;
+    let scale = started.elapsed();
+    println!("N={n}: {scaled} control planes scaled 1 → 3 in {scale:.0?}");
+    let machines = n * 2 + scaled * 2;
+
+    settle(&client).await;
+    // The double only acts on change; stopped, it cannot add to the API server's work at rest.
+    double.abort();
+
+    let apiserver_pid = plane.apiserver().pid();
+    let before = Sample::take(&managers, apiserver_pid).await;
+    tokio::time::sleep(rest).await;
+    let after = Sample::take(&managers, apiserver_pid).await;
+    let seconds = rest.as_secs_f64();
+
+    let mut row = Row {
+        clusters: n,
+        machines,
+        workload_apiservers: workloads.len(),
+        create,
+        scaled,
+        scale,
+        requests: BTreeMap::new(),
+        writes: BTreeMap::new(),
+        reconciles: BTreeMap::new(),
+        cpu: BTreeMap::new(),
+        rss: BTreeMap::new(),
+    };
+    for manager in &managers {
+        let name = manager.name().to_owned();
+        let (b, a) = (&before.metrics[&name], &after.metrics[&name]);
+        let mut by_verb = BTreeMap::new();
+        let mut writes = 0;
+        for (verb, count) in &a.requests {
+            let delta = count - b.requests.get(verb).copied().unwrap_or(0);
+            if !matches!(verb.as_str(), "get" | "list" | "watch") {
+                writes += delta;
+            }
+            by_verb.insert(verb.clone(), delta as f64 / seconds);
+        }
+        row.requests.insert(name.clone(), by_verb);
+        row.writes.insert(name.clone(), writes);
+        row.reconciles
+            .insert(name.clone(), (a.reconciles - b.reconciles) as f64 / seconds);
+        row.cpu
+            .insert(name.clone(), after.cpu[&name] - before.cpu[&name]);
+        row.rss.insert(name, after.rss[&manager.name().to_owned()]);
+    }
+    row.cpu.insert(
+        "kube-apiserver".into(),
+        after.cpu["kube-apiserver"] - before.cpu["kube-apiserver"],
+    );
+    for mut manager in managers {
+        manager.terminate(Duration::from_secs(10));
+    }
+    drop(workloads);
+    drop(plane);
+    row
+}
+
+/// A cluster and the workload API server that answers for it.
+struct Workload {
+    cluster: String,
+    index: usize,
+    url: String,
+    /// The workload API server's CA (certificate, key): the cluster's CA.
+    ca: (String, String),
+}
+
+async fn install_crds(plane: &ManagementPlane) {
+    let mut crds = kubeadm_api::crd::provider_crds();
+    crds.extend(kubeadm_api::crd::core_crds());
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../providers/controlplane/tests/fixtures/sim-infrastructure-crds.yaml"
+    ))
+    .unwrap();
+    crds.extend(serde_saphyr::from_multiple::<CustomResourceDefinition>(&fixture).unwrap());
+    plane.install_crds(&crds).await.unwrap();
+    let client = plane.client().await.unwrap();
+    let mut template = DynamicObject::new("cp", &resource("SimMachineTemplate")).within(NS);
+    template.data = json!({ "spec": { "template": { "spec": {} } } });
+    Api::<DynamicObject>::namespaced_with(client, NS, &resource("SimMachineTemplate"))
+        .create(&PostParams::default(), &template)
+        .await
+        .unwrap();
+}
+
+fn resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    ))
+}
+
+/// The Cluster (infrastructure provisioned), its CA, its control plane of one machine with external
+/// etcd, and one worker Machine with its KubeadmConfig, as a MachineDeployment would make it.
+async fn create_cluster(client: &kube::Client, workload: &Workload) {
+    let name = &workload.cluster;
+    let labels = json!({ CLUSTER_NAME_LABEL: name });
+    let ca: Secret = serde_json::from_value(json!({
+        "metadata": { "name": format!("{name}-ca"), "namespace": NS, "labels": labels },
+        "stringData": { "tls.crt": workload.ca.0, "tls.key": workload.ca.1 },
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &ca)
+        .await
+        .unwrap();
+    let (host, port) = workload
+        .url
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .unwrap();
+    let port: i32 = port.parse().unwrap();
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let cluster: Cluster = serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": NS },
+        "spec": {
+            "controlPlaneEndpoint": { "host": host, "port": port },
+            "controlPlaneRef": { "apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": format!("{name}-cp") },
+            "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimCluster", "name": name },
+        },
+    }))
+    .unwrap();
+    let cluster = clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    clusters
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({ "status": { "initialization": { "infrastructureProvisioned": true } } }),
+            ),
+        )
+        .await
+        .unwrap();
+    let kcp: KubeadmControlPlane = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("{name}-cp"), "namespace": NS, "labels": labels,
+            "ownerReferences": [{ "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": name, "uid": cluster.uid().unwrap() }],
+        },
+        "spec": {
+            "replicas": 1,
+            "version": "v1.33.1",
+            "machineTemplate": { "spec": { "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "cp" } } },
+            // etcd outside the machines: the simulated nodes run none; this measures the managers.
+            "kubeadmConfigSpec": { "clusterConfiguration": {
+                "etcd": { "external": { "endpoints": ["https://etcd.example:2379"], "caFile": "/ca", "certFile": "/crt", "keyFile": "/key" } },
+            } },
+        },
+    }))
+    .unwrap();
+    Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &kcp)
+        .await
+        .unwrap();
+
+    let worker = format!("{name}-md-0");
+    let mut infra = DynamicObject::new(&worker, &resource("SimMachine")).within(NS);
+    infra.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_owned(), name.clone())].into());
+    infra.data = json!({ "spec": {} });
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &resource("SimMachine"))
+        .create(&PostParams::default(), &infra)
+        .await
+        .unwrap();
+    let machine: Machine = serde_json::from_value(json!({
+        "metadata": { "name": worker, "namespace": NS, "labels": labels },
+        "spec": {
+            "clusterName": name,
+            "version": "v1.33.1",
+            "bootstrap": { "configRef": { "apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": worker } },
+            "infrastructureRef": { "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachine", "name": worker },
+        },
+    }))
+    .unwrap();
+    let machine = Api::<Machine>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &machine)
+        .await
+        .unwrap();
+    let config: KubeadmConfig = serde_json::from_value(json!({
+        "metadata": {
+            "name": worker, "namespace": NS, "labels": labels,
+            "ownerReferences": [{ "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": worker, "uid": machine.uid().unwrap(), "controller": true }],
+        },
+        "spec": { "joinConfiguration": {} },
+    }))
+    .unwrap();
+    Api::<KubeadmConfig>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+}
+
+/// Core Cluster API and the machines, driven by watches: a Machine gets its finalizer, then the
+/// bootstrap data its KubeadmConfig names, then (as if the machine booted and joined) a Node and, on
+/// control-plane machines, running mirror pods in its workload API server, a nodeRef and Ready
+/// conditions; a control plane that reports itself initialized marks its Cluster so.
+async fn double(
+    client: kube::Client,
+    workloads: Arc<Vec<kube::Client>>,
+    index: BTreeMap<String, usize>,
+) {
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let configs: Api<KubeadmConfig> = Api::namespaced(client.clone(), NS);
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
+    let (config_store, writer) = kube::runtime::reflector::store();
+    let config_events = kube::runtime::reflector::reflector(
+        writer,
+        watcher(configs, watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects()
+    .filter_map(|c| async move { c.ok().map(|c: KubeadmConfig| Wake::Config(c.name_any())) });
+    let (machine_store, writer) = kube::runtime::reflector::store();
+    let machine_events = kube::runtime::reflector::reflector(
+        writer,
+        watcher(machines.clone(), watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects()
+    .filter_map(|m| async move { m.ok().map(|m: Machine| Wake::Machine(m.name_any())) });
+    let kcp_events = watcher(kcps, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .filter_map(|k| async move {
+            let kcp: KubeadmControlPlane = k.ok()?;
+            let initialized = kcp
+                .status
+                .as_ref()
+                .and_then(|s| s.initialization.as_ref())
+                .and_then(|i| i.control_plane_initialized)
+                == Some(true);
+            let cluster = kcp.labels().get(CLUSTER_NAME_LABEL).cloned()?;
+            initialized.then_some(Wake::Initialized(cluster))
+        });
+    let mut events = futures::stream::select(
+        futures::stream::select(config_events, machine_events),
+        kcp_events,
+    )
+    .boxed();
+    let mut initialized = std::collections::BTreeSet::new();
+    while let Some(wake) = events.next().await {
+        let name = match wake {
+            Wake::Machine(name) | Wake::Config(name) => name,
+            Wake::Initialized(cluster) => {
+                if initialized.insert(cluster.clone()) {
+                    let _ = Api::<Cluster>::namespaced(client.clone(), NS)
+                        .patch_status(
+                            &cluster,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({ "status": { "initialization": { "controlPlaneInitialized": true } } })),
+                        )
+                        .await;
+                }
+                continue;
+            }
+        };
+        let key = kube::runtime::reflector::ObjectRef::new(&name).within(NS);
+        let Some(machine) = machine_store.get(&key) else {
+            continue;
+        };
+        let config = config_store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(NS));
+        boot(&client, &workloads, &index, &machine, config.as_deref()).await;
+    }
+}
+
+enum Wake {
+    Machine(String),
+    Config(String),
+    /// The control plane of this Cluster says it is initialized.
+    Initialized(String),
+}
+
+/// One step of a Machine's life as core Cluster API and the machine would take it.
+async fn boot(
+    client: &kube::Client,
+    workloads: &[kube::Client],
+    index: &BTreeMap<String, usize>,
+    machine: &Machine,
+    config: Option<&KubeadmConfig>,
+) {
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let name = machine.name_any();
+    if machine.metadata.deletion_timestamp.is_some() || has_node(machine) {
+        return;
+    }
+    if machine.finalizers().is_empty() {
+        let _ = machines
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({ "metadata": { "finalizers": ["machine.cluster.x-k8s.io"] } }),
+                ),
+            )
+            .await;
+        return;
+    }
+    if let Some(config) = config
+        && !config
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "Machine")
+    {
+        // Core Cluster API makes the Machine its bootstrap config's controller.
+        let mut owners = config.owner_references().to_vec();
+        owners.push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "cluster.x-k8s.io/v1beta2".into(),
+                kind: "Machine".into(),
+                name: name.clone(),
+                uid: machine.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+        );
+        let _ = Api::<KubeadmConfig>::namespaced(client.clone(), NS)
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": {
+                    "ownerReferences": owners,
+                    "resourceVersion": config.resource_version(),
+                } })),
+            )
+            .await;
+        return;
+    }
+    if machine.spec.bootstrap.data_secret_name.is_none() {
+        let secret = config
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.data_secret_name.clone());
+        if let Some(secret) = secret {
+            let _ = machines
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "spec": { "bootstrap": { "dataSecretName": secret } } })),
+                )
+                .await;
+        }
+        return;
+    }
+    let Some(workload) = index
+        .get(&machine.spec.cluster_name)
+        .map(|i| &workloads[*i])
+    else {
+        return;
+    };
+    let node_name = format!("node-{name}");
+    let control_plane = is_control_plane(machine);
+    let mut labels = BTreeMap::from([(
+        CLUSTER_NAME_LABEL.to_owned(),
+        machine.spec.cluster_name.clone(),
+    )]);
+    if control_plane {
+        labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        );
+    }
+    let node = Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some(node_name.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match Api::<Node>::all(workload.clone())
+        .create(&PostParams::default(), &node)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => {
+            eprintln!("cannot create Node {node_name}: {e}");
+            return;
+        }
+    }
+    if control_plane {
+        kubeadm_init_uploaded_config(workload).await;
+        start_static_pods(workload, &name, "https://etcd.example:2379").await;
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });
+    let _ = machines
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": {
+                "nodeRef": { "name": node_name },
+                "initialization": { "infrastructureProvisioned": true, "bootstrapDataSecretCreated": true },
+                "conditions": [condition("Ready"), condition("Available")],
+            } })),
+        )
+        .await;
+}
+
+fn is_control_plane(machine: &Machine) -> bool {
+    machine.labels().contains_key(CONTROL_PLANE_LABEL)
+}
+
+fn has_node(machine: &Machine) -> bool {
+    machine
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .is_some()
+}
+
+fn converged(kcp: &KubeadmControlPlane, replicas: i32) -> bool {
+    let s = kcp.status.clone().unwrap_or_default();
+    s.ready_replicas == Some(replicas)
+        && s.up_to_date_replicas == Some(replicas)
+        && s.replicas == Some(replicas)
+}
+
+/// Waits (listing every 2 s) until `done` holds for the control planes and Machines.
+async fn wait_until(
+    client: &kube::Client,
+    n: usize,
+    done: impl Fn(&[KubeadmControlPlane], &[Machine]) -> bool,
+) {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let kcps = Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let machines = Api::<Machine>::namespaced(client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        if done(&kcps, &machines) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "N={n}: {} of {n} control planes ready, {} Machines with a Node after {CONVERGE_TIMEOUT:?}",
+            kcps.iter()
+                .filter(|k| k
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.ready_replicas)
+                    .unwrap_or(0)
+                    > 0)
+                .count(),
+            machines.iter().filter(|m| has_node(m)).count()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Waits until no Machine, KubeadmControlPlane or KubeadmConfig changed for [`SETTLE`] (at most 10
+/// minutes).
+async fn settle(client: &kube::Client) {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut last = String::new();
+    let mut since = Instant::now();
+    while Instant::now() < deadline {
+        let objects = versions(&Api::<Machine>::namespaced(client.clone(), NS)).await;
+        let kcps = versions(&Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)).await;
+        let now = format!("{objects}|{kcps}");
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= SETTLE {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The resource versions of every object `api` lists.
+async fn versions<K>(api: &Api<K>) -> String
+where
+    K: kube::Resource + Clone + for<'de> k8s_openapi::serde::Deserialize<'de> + std::fmt::Debug,
+{
+    api.list_metadata(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .map(|o| o.resource_version().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// What each manager and the management kube-apiserver had spent at one moment.
+struct Sample {
+    metrics: BTreeMap<String, Counters>,
+    /// CPU seconds (user + system) so far, by process.
+    cpu: BTreeMap<String, f64>,
+    /// (peak, current) RSS in KiB, by manager.
+    rss: BTreeMap<String, (u64, u64)>,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Requests by verb.
+    requests: BTreeMap<String, u64>,
+    reconciles: u64,
+}
+
+impl Sample {
+    async fn take(managers: &[ManagerProcess], apiserver: u32) -> Self {
+        let mut sample = Sample {
+            metrics: BTreeMap::new(),
+            cpu: BTreeMap::new(),
+            rss: BTreeMap::new(),
+        };
+        for manager in managers {
+            let name = manager.name().to_owned();
+            let (_, text) = manager.get("/metrics").await.expect("metrics answer");
+            sample.metrics.insert(name.clone(), counters(&text));
+            let pid = manager.pid();
+            sample.cpu.insert(name.clone(), cpu_seconds(pid));
+            sample.rss.insert(name, rss_kib(pid));
+        }
+        sample
+            .cpu
+            .insert("kube-apiserver".into(), cpu_seconds(apiserver));
+        sample
+    }
+}
+
+/// Request counts by verb and reconciles from a manager's `/metrics`.
+fn counters(text: &str) -> Counters {
+    let mut counters = Counters::default();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let value: f64 = value.parse().unwrap_or(0.0);
+        if let Some(labels) = series
+            .strip_prefix("kubeadm_management_api_requests_total{")
+            .and_then(|l| l.strip_suffix('}'))
+        {
+            let verb = labels
+                .split(',')
+                .find_map(|l| l.strip_prefix("verb=\""))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default();
+            *counters.requests.entry(verb).or_default() += value as u64;
+        } else if series.ends_with("_reconcile_total") {
+            counters.reconciles += value as u64;
+        }
+    }
+    counters
+}
+
+/// User and system CPU seconds of `pid` so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces) start at field 3.
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state (field 3).
+    (ticks(11) + ticks(12)) / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// (peak, current) resident set of `pid` in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+fn table(rows: &[Row], rest: Duration) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| clusters | machines | create | scale 1→3 | manager | requests/s at rest (by verb) | writes at rest | reconciles/s | CPU s at rest (API server's) | peak RSS | RSS |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for row in rows {
+        for (name, verbs) in &row.requests {
+            let total: f64 = verbs.values().sum();
+            let by_verb = verbs
+                .iter()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(verb, v)| format!("{verb} {v:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let (peak, now) = row.rss[name];
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.0?} | {} in {:.0?} | {name} | {total:.3} ({}) | {} | {:.2} | {:.1} ({:.1}) | {} MiB | {} MiB |",
+                row.clusters,
+                row.machines,
+                row.create,
+                row.scaled,
+                row.scale,
+                if by_verb.is_empty() {
+                    "none".into()
+                } else {
+                    by_verb
+                },
+                row.writes[name],
+                row.reconciles[name],
+                row.cpu[name],
+                row.cpu["kube-apiserver"],
+                peak / 1024,
+                now / 1024,
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nAt rest: {} s after the clusters settled.",
+        rest.as_secs()
+    );
+    if let (Some(first), Some(last)) = (rows.first(), rows.last())
+        && last.machines > first.machines
+    {
+        for name in first.rss.keys() {
+            let (small, large) = (first.rss[name].0 as f64, last.rss[name].0 as f64);
+            let per_machine = (large - small) / (last.machines - first.machines) as f64;
+            let base = small - per_machine * first.machines as f64;
+            let _ = writeln!(
+                out,
+                "{name}: peak RSS grows {per_machine:.1} KiB per Machine ({:.1} KiB per cluster), {:.1} MiB without any",
+                per_machine * last.machines as f64 / last.clusters as f64,
+                base / 1024.0
+            );
+        }
+    }
+    out
+}
+
+fn csv_of(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "clusters,machines,manager,create_s,scale_s,requests_per_s,writes,reconciles_per_s,cpu_s,apiserver_cpu_s,peak_rss_kib,rss_kib\n",
+    );
+    for row in rows {
+        for (name, verbs) in &row.requests {
+            let (peak, now) = row.rss[name];
+            let _ = writeln!(
+                out,
+                "{},{},{name},{:.1},{:.1},{:.4},{},{:.4},{:.2},{:.2},{peak},{now}",
+                row.clusters,
+                row.machines,
+                row.create.as_secs_f64(),
+                row.scale.as_secs_f64(),
+                verbs.values().sum::<f64>(),
+                row.writes[name],
+                row.reconciles[name],
+                row.cpu[name],
+                row.cpu["kube-apiserver"],
+            );
+        }
+    }
+    out
+}
