@@ -606,7 +606,14 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     env.apply_template(&bumped).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = env.machines(cluster).await;
-    let touched = changed_machines(&before, &after);
+    // Controllers keep refining the Machines' status conditions (core Cluster API's among them), so
+    // only what a re-apply could change counts: which Machines exist, their metadata and spec.
+    let (touched, status_only): (Vec<_>, Vec<_>) = changed_machines(&before, &after)
+        .into_iter()
+        .partition(|(_, fields)| fields.iter().any(|f| !f.starts_with("status.")));
+    if !status_only.is_empty() {
+        println!("status updates while re-applying (not counted): {status_only:?}");
+    }
     assert!(
         touched.is_empty(),
         "re-applying unchanged settings touched machines: {touched:?}"
