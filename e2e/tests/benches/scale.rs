@@ -63,17 +63,17 @@ async fn main() {
     let per_workload = env_or("BENCH_SCALE_PER_WORKLOAD", 100usize).max(1);
     let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
     let rest = Duration::from_secs(env_or("BENCH_SCALE_REST_SECONDS", 600u64));
+    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-scale.csv");
     let mut rows = Vec::new();
     for &n in &sizes {
         let row = run(n, per_workload, scaled.min(n), rest).await;
         println!("{}", row.describe());
         rows.push(row);
+        // After every N, so a long run that is stopped keeps what it measured.
+        println!("\n{}", table(&rows, rest));
+        std::fs::write(&csv, csv_of(&rows)).expect("write the CSV");
+        println!("rows written to {}", csv.display());
     }
-    println!();
-    println!("{}", table(&rows, rest));
-    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-scale.csv");
-    std::fs::write(&csv, csv_of(&rows)).expect("write the CSV");
-    println!("rows written to {}", csv.display());
 }
 
 /// What one N measured.
