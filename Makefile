@@ -56,7 +56,7 @@ bench-rollout: testenv ## Generation rollouts of 3 (and 5) control-plane machine
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) bench --profile dev -p e2e-tests --bench rollout
 
-bench-scale: testenv ## Both managers with 100, 300 and 1,000 simulated clusters: creation, scaling, and at rest requests/s, writes, CPU against the API server's, RSS; a table and docs/src/images/scale.png (BENCH_SCALE_N, BENCH_SCALE_REST_SECONDS; about 2 hours)
+bench-scale: testenv ## Both managers with 100, 300 and 1,000 simulated clusters: creation, scaling, and at rest requests/s, writes, CPU against the API server's, RSS; a table and docs/src/images/scale.png (BENCH_SCALE_N, BENCH_SCALE_REST_SECONDS, BENCH_SCALE_PER_WORKLOAD; about 2 hours)
 	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
 	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
 		$(CARGO) bench --profile dev -p e2e-tests --bench scale

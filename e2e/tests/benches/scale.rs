@@ -5,7 +5,7 @@
 //! processes (the binaries `CONTROLPLANE_MANAGER` and `BOOTSTRAP_MANAGER` name, release builds from
 //! `make bench-scale`), and N clusters of one control-plane machine (external etcd) and one worker. The
 //! workload side of every cluster is one of a few real kube-apiservers shared by
-//! `BENCH_SCALE_PER_WORKLOAD` clusters (default 100), each cluster's Nodes and mirror Pods named apart.
+//! `BENCH_SCALE_PER_WORKLOAD` clusters (default 50), each cluster's Nodes and mirror Pods named apart.
 //! A small double in this benchmark plays core Cluster API and the machines: it hands each Machine its
 //! bootstrap data, a Node and running mirror pods, and marks the Cluster initialized.
 //!
@@ -60,7 +60,7 @@ async fn main() {
         .split(',')
         .filter_map(|n| n.trim().parse().ok())
         .collect();
-    let per_workload = env_or("BENCH_SCALE_PER_WORKLOAD", 100usize).max(1);
+    let per_workload = env_or("BENCH_SCALE_PER_WORKLOAD", 50usize).max(1);
     let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
     let rest = Duration::from_secs(env_or("BENCH_SCALE_REST_SECONDS", 600u64));
     let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-scale.csv");
@@ -246,13 +246,30 @@ async fn run(n: usize, per_workload: usize, scaled: usize, rest: Duration) -> Ro
         let (b, a) = (&before.metrics[&name], &after.metrics[&name]);
         let mut by_verb = BTreeMap::new();
         let mut writes = 0;
-        for (verb, count) in &a.requests {
-            let delta = count - b.requests.get(verb).copied().unwrap_or(0);
+        let mut what = Vec::new();
+        for ((verb, resource), count) in &a.requests {
+            let delta = count
+                - b.requests
+                    .get(&(verb.clone(), resource.clone()))
+                    .copied()
+                    .unwrap_or(0);
+            if delta == 0 {
+                continue;
+            }
+            what.push(format!("{verb} {resource}: {delta}"));
             if !matches!(verb.as_str(), "get" | "list" | "watch") {
                 writes += delta;
             }
-            by_verb.insert(verb.clone(), delta as f64 / seconds);
+            *by_verb.entry(verb.clone()).or_insert(0.0) += delta as f64 / seconds;
         }
+        println!(
+            "N={n}: {name} at rest sent {}",
+            if what.is_empty() {
+                "nothing".into()
+            } else {
+                what.join(", ")
+            }
+        );
         row.requests.insert(name.clone(), by_verb);
         row.writes.insert(name.clone(), writes);
         row.reconciles
@@ -719,8 +736,8 @@ struct Sample {
 
 #[derive(Default)]
 struct Counters {
-    /// Requests by verb.
-    requests: BTreeMap<String, u64>,
+    /// Requests by verb and resource.
+    requests: BTreeMap<(String, String), u64>,
     reconciles: u64,
 }
 
@@ -758,12 +775,17 @@ fn counters(text: &str) -> Counters {
             .strip_prefix("kubeadm_management_api_requests_total{")
             .and_then(|l| l.strip_suffix('}'))
         {
-            let verb = labels
-                .split(',')
-                .find_map(|l| l.strip_prefix("verb=\""))
-                .map(|v| v.trim_end_matches('"').to_owned())
-                .unwrap_or_default();
-            *counters.requests.entry(verb).or_default() += value as u64;
+            let label = |name: &str| {
+                labels
+                    .split("\",")
+                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                    .map(|v| v.trim_end_matches('"').to_owned())
+                    .unwrap_or_default()
+            };
+            *counters
+                .requests
+                .entry((label("verb"), label("resource")))
+                .or_default() += value as u64;
         } else if series.ends_with("_reconcile_total") {
             counters.reconciles += value as u64;
         }
@@ -815,12 +837,12 @@ fn table(rows: &[Row], rest: Duration) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| clusters | machines | create | scale 1→3 | manager | requests/s at rest (by verb) | writes at rest | reconciles/s | CPU s at rest (API server's) | peak RSS | RSS |"
+        "| clusters | machines | workload API servers | create | scale 1→3 | manager | requests/s at rest (by verb) | writes at rest | reconciles/s | CPU s at rest (API server's) | peak RSS | RSS |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         for (name, verbs) in &row.requests {
-            let total: f64 = verbs.values().sum();
+            let total = verbs.values().fold(0.0, |a, b| a + b);
             let by_verb = verbs
                 .iter()
                 .filter(|(_, v)| **v > 0.0)
@@ -830,9 +852,10 @@ fn table(rows: &[Row], rest: Duration) -> String {
             let (peak, now) = row.rss[name];
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.0?} | {} in {:.0?} | {name} | {total:.3} ({}) | {} | {:.2} | {:.1} ({:.1}) | {} MiB | {} MiB |",
+                "| {} | {} | {} | {:.0?} | {} in {:.0?} | {name} | {total:.3} ({}) | {} | {:.2} | {:.1} ({:.1}) | {} MiB | {} MiB |",
                 row.clusters,
                 row.machines,
+                row.workload_apiservers,
                 row.create,
                 row.scaled,
                 row.scale,
@@ -875,19 +898,20 @@ fn table(rows: &[Row], rest: Duration) -> String {
 
 fn csv_of(rows: &[Row]) -> String {
     let mut out = String::from(
-        "clusters,machines,manager,create_s,scale_s,requests_per_s,writes,reconciles_per_s,cpu_s,apiserver_cpu_s,peak_rss_kib,rss_kib\n",
+        "clusters,machines,workload_apiservers,manager,create_s,scale_s,requests_per_s,writes,reconciles_per_s,cpu_s,apiserver_cpu_s,peak_rss_kib,rss_kib\n",
     );
     for row in rows {
         for (name, verbs) in &row.requests {
             let (peak, now) = row.rss[name];
             let _ = writeln!(
                 out,
-                "{},{},{name},{:.1},{:.1},{:.4},{},{:.4},{:.2},{:.2},{peak},{now}",
+                "{},{},{},{name},{:.1},{:.1},{:.4},{},{:.4},{:.2},{:.2},{peak},{now}",
                 row.clusters,
                 row.machines,
+                row.workload_apiservers,
                 row.create.as_secs_f64(),
                 row.scale.as_secs_f64(),
-                verbs.values().sum::<f64>(),
+                verbs.values().fold(0.0, |a, b| a + b),
                 row.writes[name],
                 row.reconciles[name],
                 row.cpu[name],
