@@ -143,7 +143,8 @@ impl MachineCache {
     }
 
     /// The KubeadmConfigs of the control plane whose `cluster.x-k8s.io/control-plane-name` label is
-    /// `kcp_label`, from the copy, or `None` where they are to be read live.
+    /// `kcp_label`, from the copy (which holds those labelled `cluster.x-k8s.io/control-plane`, as every
+    /// part of a machine this controller creates is), or `None` where they are to be read live.
     pub(super) fn configs_of(
         &self,
         namespace: &str,

@@ -239,16 +239,24 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
 #[tokio::test]
 async fn missing_endpoint_and_template_are_reported_and_leftovers_are_removed() {
     let env = setup(1, "prod-control-plane-genc01", false).await;
-    // A KubeadmConfig left behind by a creation that crashed before its Machine existed.
+    // A KubeadmConfig left behind by a creation that crashed before its Machine existed, labelled as
+    // every part of a control-plane machine is.
     let kcp_object = kcp(&env.client).await;
     let owner = kcp_object.controller_owner_ref(&()).unwrap();
     let mut leftover = KubeadmConfig::new("prod-control-plane-crash", Default::default());
     leftover.metadata.namespace = Some(NS.into());
     leftover.metadata.labels = Some(
-        [(
-            "cluster.x-k8s.io/control-plane-name".to_owned(),
-            KCP.to_owned(),
-        )]
+        [
+            (
+                "cluster.x-k8s.io/control-plane-name".to_owned(),
+                KCP.to_owned(),
+            ),
+            ("cluster.x-k8s.io/control-plane".to_owned(), String::new()),
+            (
+                "cluster.x-k8s.io/cluster-name".to_owned(),
+                CLUSTER.to_owned(),
+            ),
+        ]
         .into(),
     );
     leftover.metadata.owner_references = Some(vec![owner]);
