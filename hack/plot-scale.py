@@ -14,6 +14,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def draw(axes, series, ylabel: str, title: str) -> None:
+    """One line per manager of (clusters, value) points."""
+    for manager, points in sorted(series.items()):
+        points.sort()
+        axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=manager)
+    axes.set_xlabel("clusters")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.set_ylim(bottom=0)
+    axes.legend()
+
+
 def main(source: str, target: str) -> None:
     rss = defaultdict(list)
     requests = defaultdict(list)
@@ -23,21 +35,8 @@ def main(source: str, target: str) -> None:
             rss[row["manager"]].append((n, int(row["peak_rss_kib"]) / 1024))
             requests[row["manager"]].append((n, float(row["requests_per_s"])))
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for manager, points in sorted(rss.items()):
-        points.sort()
-        left.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=manager)
-    left.set_xlabel("clusters")
-    left.set_ylabel("peak RSS (MiB)")
-    left.set_title("Memory")
-    left.legend()
-    for manager, points in sorted(requests.items()):
-        points.sort()
-        right.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=manager)
-    right.set_xlabel("clusters")
-    right.set_ylabel("management API requests/s at rest")
-    right.set_title("Requests at rest")
-    right.set_ylim(bottom=0)
-    right.legend()
+    draw(left, rss, "peak RSS (MiB)", "Memory")
+    draw(right, requests, "management API requests/s at rest", "Requests at rest")
     fig.tight_layout()
     fig.savefig(target, dpi=100)
     print(f"plot written to {target}")
