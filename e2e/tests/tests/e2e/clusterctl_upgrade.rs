@@ -121,8 +121,9 @@ async fn clusterctl_upgrade_to_the_next_release_changes_no_machine() {
     loop {
         let bootstrap = metric(&env.installed[0], "kubeadm_bootstrap_reconcile_total").await;
         let control_plane = metric(&env.installed[1], "kubeadm_controlplane_reconcile_total").await;
-        // Two KubeadmConfigs, one KubeadmControlPlane, each reconciled more than once.
-        if bootstrap >= 4.0 && control_plane >= 2.0 {
+        // Two KubeadmConfigs and one KubeadmControlPlane, each reconciled once when the fresh
+        // manager lists it; more reconciles follow only if something wakes them.
+        if bootstrap >= 2.0 && control_plane >= 1.0 {
             break;
         }
         assert!(
