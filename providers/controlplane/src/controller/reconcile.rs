@@ -153,9 +153,14 @@ fn requeue(
 }
 
 /// Something is under way: a step is due (or waits), etcd's membership needs a change (or waits for a
-/// learner), or a machine is being deleted.
+/// learner), a machine is being deleted, `kubeadm init` has not shown yet on a control plane that has
+/// machines, or the workload cluster did not answer. The last two have no watch to end them (an
+/// unanswering workload cluster has none open; the pod watch of a cluster being initialized may fire
+/// before kubeadm uploads its configuration), so they are polled rather than left to the sync period.
 fn changing(cp: &ControlPlane<'_>) -> bool {
     cp.plan.step != Step::Idle
+        || cp.workload_unreachable
+        || (!cp.initialized && !cp.machines.machines.is_empty())
         || cp
             .etcd_action()
             .is_some_and(|action| *action != etcd_membership::Action::Nothing)

@@ -32,6 +32,8 @@ pub(super) struct ControlPlane<'a> {
     pub workload: Result<kube::Client, String>,
     /// `kubeadm init` has run (the status said so before, or the workload cluster shows it).
     pub initialized: bool,
+    /// The workload cluster did not answer this reconcile (no watch of it is open to say when it does).
+    pub workload_unreachable: bool,
     /// Stacked etcd of an initialized control plane; `None` for external etcd or before `kubeadm init`.
     pub etcd: Option<Etcd>,
     /// The machines in the etcd planner's terms.
@@ -103,6 +105,7 @@ impl<'a> ControlPlane<'a> {
             }
         }
         let initialized = was_initialized || seen.initialized();
+        let workload_unreachable = matches!(seen, Workload::Unreachable(_));
         let view = match &seen {
             Workload::Seen { .. } if !desired.external_etcd && initialized => Some(
                 observe::etcd(
@@ -178,6 +181,7 @@ impl<'a> ControlPlane<'a> {
             machines: gathered,
             workload,
             initialized,
+            workload_unreachable,
             etcd,
             etcd_machines,
             plan,

@@ -883,3 +883,90 @@ async fn a_static_pod_changing_in_the_workload_cluster_wakes_the_control_plane()
         .await;
     }
 }
+
+/// A workload cluster that does not answer (here: its endpoint accepts connections and never speaks) has
+/// no watch open to say when it comes back, so the control plane keeps polling it: once it answers, the
+/// control plane turns initialized without waiting for the 10-minute sync period.
+#[tokio::test]
+async fn a_workload_cluster_that_did_not_answer_is_polled_until_it_does() {
+    let env = setup(1, "prod-control-plane-silent", false).await;
+    let apiserver = env
+        .plane
+        .apiserver()
+        .url()
+        .trim_start_matches("https://")
+        .to_owned();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    Api::<Cluster>::namespaced(env.client.clone(), NS)
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "controlPlaneEndpoint": { "port": port } } })),
+        )
+        .await
+        .unwrap();
+    let controller = start(&env.client);
+
+    let silent_reported = || {
+        let client = env.client.clone();
+        async move {
+            kcp(&client).await.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.status == "False" && c.message.contains("did not answer within"))
+            })
+        }
+    };
+    wait_for(
+        "the status says the workload cluster did not answer",
+        silent_reported,
+    )
+    .await;
+    let booted = || {
+        let client = env.client.clone();
+        async move {
+            machines(&client)
+                .await
+                .iter()
+                .any(|m| m.status.as_ref().is_some_and(|s| s.node_ref.is_some()))
+        }
+    };
+    wait_for("the machine booted", booted).await;
+    // Every reconcile woken by the machine's changes has given up on the silent endpoint by now.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(!initialized(&kcp(&env.client).await));
+
+    // The endpoint starts answering: connections are relayed to the API server.
+    let relay = tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = silent.accept().await else {
+                return;
+            };
+            let apiserver = apiserver.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&apiserver).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    wait_for(
+        "the control plane is initialized once the workload cluster answers",
+        || {
+            let client = env.client.clone();
+            async move { initialized(&kcp(&client).await) }
+        },
+    )
+    .await;
+    relay.abort();
+    controller.abort();
+}
+
+fn initialized(kcp: &KubeadmControlPlane) -> bool {
+    kcp.status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.control_plane_initialized)
+        == Some(true)
+}
