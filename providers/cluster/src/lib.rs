@@ -7,6 +7,8 @@ pub mod certificates;
 pub mod endpoint;
 pub mod kubeconfig;
 pub mod paused;
+pub mod secret_cache;
 pub mod workload;
 
 pub use certificates::{CertPem, ClusterCertificates};
+pub use secret_cache::SecretCache;

@@ -157,6 +157,20 @@ impl WorkloadClients {
         self.client_for(&secret, namespace, cluster, None).await
     }
 
+    /// Like [`get`](Self::get), taking the kubeconfig Secret from `secrets` when the copy has it.
+    pub async fn get_cached(
+        &self,
+        management: &kube::Client,
+        secrets: &crate::SecretCache,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<kube::Client, WorkloadError> {
+        match secrets.get(namespace, &kubeconfig_secret_name(cluster)) {
+            Some(secret) => self.client_for(&secret, namespace, cluster, None).await,
+            None => self.get(management, namespace, cluster).await,
+        }
+    }
+
     /// The client for the cluster whose kubeconfig Secret is `secret`, already read; through `server`
     /// (see [`client_from_secret_at`]) when given.
     pub async fn client_for(

@@ -32,6 +32,7 @@ use kubeadm_api::meta::{
 };
 use serde_json::json;
 
+use kubeadm_cluster::SecretCache;
 use kubeadm_runtime::Shutdown;
 use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
 use kubeadm_runtime::events;
@@ -114,6 +115,8 @@ pub struct Context {
     /// looked at without a read of the API server.
     machines: Store<Machine>,
     clusters: Store<Cluster>,
+    /// The cluster certificates and kubeconfigs, fed by a watch of labelled Secrets.
+    secrets: SecretCache,
 }
 
 /// `namespace/name` from `store`, else read live (not listed yet, or outside the watch filter).
@@ -170,10 +173,12 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         cluster_events.touched_objects(),
     );
     let client = counted(&client, ApiServer::Management);
+    let (secrets, secrets_feed) = SecretCache::new(scoped_api(&client, &settings.namespace));
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
     let context = Arc::new(Context {
         machines: machines_copy,
         clusters: clusters_copy,
+        secrets,
         client,
         settings,
         recorder,
@@ -218,7 +223,13 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         .graceful_shutdown_on(shutdown.clone().wait())
         .run(reconcile, error_policy, context)
         .for_each(|outcome| async move { log_outcome(outcome) });
-    run_until_shutdown(controller, shutdown).await;
+    let with_secrets = async move {
+        tokio::select! {
+            () = controller => {}
+            () = secrets_feed => {}
+        }
+    };
+    run_until_shutdown(with_secrets, shutdown).await;
 }
 
 /// Retries failed reconciles with exponential backoff, per config (see [`ErrorBackoff`]).
@@ -485,8 +496,9 @@ async fn bootstrap(
             crate::FIELD_MANAGER,
         )
     });
-    let certificates = match certificates::lookup_or_generate(
+    let certificates = match certificates::lookup_or_generate_with(
         &ctx.client,
+        |name| ctx.secrets.get(&facts.namespace, name),
         &facts.namespace,
         &cluster_name,
         generation.as_ref(),
@@ -619,7 +631,12 @@ async fn ensure_join_token(
         return Ok(token);
     }
     let workload = (ctx.workload)
-        .get(&ctx.client, &facts.namespace, &facts.cluster.name_any())
+        .get_cached(
+            &ctx.client,
+            &ctx.secrets,
+            &facts.namespace,
+            &facts.cluster.name_any(),
+        )
         .await?;
     let workload = counted(&workload, ApiServer::Workload);
     let token = tokens::create(&workload, ctx.settings.token_ttl, SystemTime::now()).await?;
@@ -655,7 +672,12 @@ async fn keep_token_useful(facts: &Facts, ctx: &Context) -> Result<Action, Error
         return Ok(Action::await_change());
     };
     let workload = (ctx.workload)
-        .get(&ctx.client, &facts.namespace, &facts.cluster.name_any())
+        .get_cached(
+            &ctx.client,
+            &ctx.secrets,
+            &facts.namespace,
+            &facts.cluster.name_any(),
+        )
         .await?;
     let workload = counted(&workload, ApiServer::Workload);
     let ttl = ctx.settings.token_ttl;

@@ -25,11 +25,12 @@ pub const RULES: &[Rule] = &[
         resources: &["clusters", "machinepools", "machines"],
         verbs: &["get", "list", "watch"],
     },
-    // Cluster certificates created when no control plane does, `contentFrom` files, the admin kubeconfig, the data Secret.
+    // Cluster certificates created when no control plane does, `contentFrom` files, the admin kubeconfig, the data Secret;
+    // the labelled ones are watched into a copy.
     Rule {
         groups: &[""],
         resources: &["secrets"],
-        verbs: &["create", "get", "patch"],
+        verbs: &["create", "get", "list", "patch", "watch"],
     },
     // The init lock: one ConfigMap per cluster, created, read and deleted.
     Rule {

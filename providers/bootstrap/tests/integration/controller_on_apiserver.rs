@@ -177,6 +177,16 @@ fn api_writes() -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// Secret GETs the controller sent so far, from `kubeadm_management_api_requests_total`.
+fn secret_gets_sent() -> u64 {
+    const SERIES: &str =
+        "kubeadm_management_api_requests_total{verb=\"get\",resource=\"secrets\"} ";
+    kubeadm_runtime::metrics::encode()
+        .lines()
+        .find_map(|line| line.strip_prefix(SERIES)?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Counts in `after` that grew since `before`.
 fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     after
@@ -266,7 +276,9 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
         token_ttl: Duration::from_secs(900),
         ..Settings::default()
     };
-    let running = tokio::spawn(controller::run(client.clone(), settings, shutdown));
+    // Requests counted as the manager counts them, to see which reads the Secret copy saves.
+    let counted = kubeadm_runtime::metrics::count_requests(&client);
+    let running = tokio::spawn(controller::run(counted, settings, shutdown));
 
     eventually("the lock holder gets the init data", || async {
         user_data(&client, "prod-cp-1").await.is_some()
@@ -434,9 +446,10 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
     assert!(events_about(&client, "frozen-cp-0").await.is_empty());
 
     // One Machine at a time in a fresh cluster, to read the API writes each kind of Machine costs.
+    // Its kubeconfig Secret is labelled as Cluster API labels it, so it is read from the copy.
     cluster(&client, "solo", false).await;
     let solo_kubeconfig: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "solo-kubeconfig", "namespace": NS },
+        "metadata": { "name": "solo-kubeconfig", "namespace": NS, "labels": { "cluster.x-k8s.io/cluster-name": "solo" } },
         "stringData": { "value": kubeconfig },
     }))
     .unwrap();
@@ -446,11 +459,13 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
         .unwrap();
     let mut before = writes_settled().await;
     let mut per_machine = Vec::new();
+    let mut secret_gets = Vec::new();
     for (name, control_plane) in [
         ("solo-cp-0", true),
         ("solo-cp-1", true),
         ("solo-md-0", false),
     ] {
+        let gets_before = secret_gets_sent();
         machine_with_config(&client, "solo", name, control_plane).await;
         eventually(&format!("{name} gets its data"), || async {
             condition_reason(&client, name, "DataSecretAvailable")
@@ -466,6 +481,7 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
             writes.values().sum::<u64>()
         );
         per_machine.push(writes);
+        secret_gets.push((name, secret_gets_sent() - gets_before));
         before = after;
         if name == "solo-cp-0" {
             set_cluster_status(&client, "solo", json!({ "initialization": { "infrastructureProvisioned": true, "controlPlaneInitialized": true } })).await;
@@ -477,6 +493,12 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
         assert!(writes.get("status_patch") > Some(&0), "{writes:?}");
     }
     println!("API writes in this test: {:?}", api_writes());
+    // The first machine's reconciles look for certificates that do not exist yet (then generate them);
+    // later ones find the certificates and the kubeconfig in the copy.
+    println!("Secret reads per machine: {secret_gets:?}");
+    for (name, gets) in &secret_gets[1..] {
+        assert_eq!(*gets, 0, "{name} read no Secret live: {secret_gets:?}");
+    }
 
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(20), running)

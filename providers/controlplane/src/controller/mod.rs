@@ -18,7 +18,6 @@ mod phases;
 pub mod rbac;
 mod reconcile;
 mod scope;
-mod secrets;
 mod status;
 mod workload;
 mod workload_watches;
@@ -165,7 +164,7 @@ pub struct Context {
     /// Watches on the workload clusters' control-plane pods and Nodes, which wake their control planes.
     watches: workload_watches::WorkloadWatches,
     /// The cluster certificates and kubeconfigs, fed by a watch.
-    secrets: secrets::SecretCache,
+    secrets: kubeadm_cluster::SecretCache,
     /// The control-plane Machines and KubeadmConfigs, fed by watches.
     machine_cache: machine_cache::MachineCache,
     /// The Clusters, fed by the watch that wakes their control planes.
@@ -192,7 +191,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
     let etcd = etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
     let (watches, woken) = workload_watches::WorkloadWatches::new();
-    let (secrets, secrets_feed) = secrets::SecretCache::new(&client, &settings.namespace);
+    let (secrets, secrets_feed) =
+        kubeadm_cluster::SecretCache::new(scoped_api(&client, &settings.namespace));
     let (machine_cache, machine_events, configs_feed) =
         machine_cache::MachineCache::new(&client, &settings.namespace);
     let (clusters_copy, cluster_events) = copy(clusters, watch.clone());

@@ -13,18 +13,16 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubeadm_api::meta::CLUSTER_NAME_LABEL;
-use kubeadm_cluster::certificates::CertKind;
-use kubeadm_cluster::workload::kubeconfig_secret_name;
 
-pub(super) struct SecretCache(Store<Secret>);
+use crate::certificates::CertKind;
+use crate::workload::kubeconfig_secret_name;
+
+pub struct SecretCache(Store<Secret>);
 
 impl SecretCache {
-    /// The cache, empty until the future (to be polled for as long as the cache is used) has listed.
-    pub(super) fn new(
-        client: &kube::Client,
-        namespace: &str,
-    ) -> (Self, impl Future<Output = ()> + use<>) {
-        let api: Api<Secret> = kubeadm_runtime::watching::scoped_api(client, namespace);
+    /// The cache of the Secrets `api` lists (one namespace or all), empty until the future (to be polled
+    /// for as long as the cache is used) has listed.
+    pub fn new(api: Api<Secret>) -> (Self, impl Future<Output = ()> + use<>) {
         let (store, writer) = reflector::store();
         // Slimmed before the store takes them in: the store keeps what the watch hands it.
         let watched = watcher(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL))
@@ -40,7 +38,7 @@ impl SecretCache {
 
     /// The Secret `namespace/name`, if the copy has it with its data (one kept without, e.g. a
     /// `<cluster>-ca` labelled with another cluster's name, is read live).
-    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
         self.0
             .get(&ObjectRef::new(name).within(namespace))
             .filter(|secret| secret.data.is_some())
