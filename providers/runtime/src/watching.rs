@@ -3,7 +3,7 @@
 
 use futures::Stream;
 use kube::api::{Api, ListParams};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::meta::WATCH_FILTER_LABEL;
@@ -77,4 +77,27 @@ where
             .modify(|object: &mut K| object.managed_fields_mut().clear()),
     );
     (store, events)
+}
+
+/// `namespace/name` from `store`, else read live (not listed yet, or outside the watch filter).
+pub async fn cached_or_live<K>(
+    store: &Store<K>,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    match store.get(&ObjectRef::new(name).within(namespace)) {
+        Some(cached) => Ok(Some(K::clone(&cached))),
+        None => {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+        }
+    }
 }

@@ -36,7 +36,7 @@ use kubeadm_cluster::SecretCache;
 use kubeadm_runtime::Shutdown;
 use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
 use kubeadm_runtime::events;
-use kubeadm_runtime::watching::{copy, scoped_api, served, watcher_config};
+use kubeadm_runtime::watching::{cached_or_live, copy, scoped_api, served, watcher_config};
 
 mod metrics;
 pub mod rbac;
@@ -117,29 +117,6 @@ pub struct Context {
     clusters: Store<Cluster>,
     /// The cluster certificates and kubeconfigs, fed by a watch of labelled Secrets.
     secrets: SecretCache,
-}
-
-/// `namespace/name` from `store`, else read live (not listed yet, or outside the watch filter).
-async fn cached_or_live<K>(
-    store: &Store<K>,
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<K>, kube::Error>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    match store.get(&ObjectRef::new(name).within(namespace)) {
-        Some(cached) => Ok(Some(K::clone(&cached))),
-        None => {
-            Api::<K>::namespaced(client.clone(), namespace)
-                .get_opt(name)
-                .await
-        }
-    }
 }
 
 /// Fails with a message naming the missing CRD when the kinds this controller watches are not served

@@ -38,7 +38,7 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::certificates::CertError;
 use kubeadm_runtime::Shutdown;
 use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
-use kubeadm_runtime::watching::{copy, scoped_api, served, watcher_config};
+use kubeadm_runtime::watching::{cached_or_live, copy, scoped_api, served, watcher_config};
 
 use metrics::{METRICS, counted};
 pub use metrics::{api_writes_total, reconcile_time};
@@ -258,15 +258,7 @@ async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<A
 async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: &Context) -> Result<Action, Error> {
     let namespace = kcp.namespace().unwrap_or_default();
     let cluster = match owner_cluster(&kcp) {
-        Some(name) => match ctx.clusters.get(&ObjectRef::new(&name).within(&namespace)) {
-            Some(cached) => Some(Cluster::clone(&cached)),
-            // Not listed yet, or outside the watch filter.
-            None => {
-                Api::<Cluster>::namespaced(ctx.client.clone(), &namespace)
-                    .get_opt(&name)
-                    .await?
-            }
-        },
+        Some(name) => cached_or_live(&ctx.clusters, &ctx.client, &namespace, &name).await?,
         None => None,
     };
     if kcp.meta().deletion_timestamp.is_some() {
