@@ -4,6 +4,7 @@
 //! its control-plane endpoint, and whether it is paused.
 
 pub mod certificates;
+pub mod connection;
 pub mod endpoint;
 pub mod kubeconfig;
 pub mod paused;

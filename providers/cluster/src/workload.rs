@@ -133,7 +133,8 @@ pub async fn client_from_secret_at(
             .parse()
             .map_err(|e| unparseable(format!("API server {server}: {e}")))?;
     }
-    kube::Client::try_from(config).map_err(|e| unparseable(format!("cannot build a client: {e}")))
+    crate::connection::client(config)
+        .map_err(|e| unparseable(format!("cannot build a client: {e}")))
 }
 
 /// Cache key: namespace, cluster, and the API server when not the kubeconfig's.
