@@ -130,6 +130,8 @@ fn requeue(
         Some(Next::Waiting) => in_flight.poll(key, false),
         Some(Next::After(after)) => after,
         None if changing(cp) => in_flight.poll(key, false),
+        // No watch is open on a workload cluster that does not answer to say when it does.
+        None if cp.workload_unreachable => settled.min(WAIT),
         None => {
             in_flight.settled(&key);
             settled
@@ -153,14 +155,11 @@ fn requeue(
 }
 
 /// Something is under way: a step is due (or waits), etcd's membership needs a change (or waits for a
-/// learner), a machine is being deleted, `kubeadm init` has not shown yet on a control plane that has
-/// machines, or the workload cluster did not answer. The last two have no watch to end them (an
-/// unanswering workload cluster has none open; the pod watch of a cluster being initialized may fire
-/// before kubeadm uploads its configuration), so they are polled rather than left to the sync period.
+/// learner), or a machine is being deleted. A control plane that waits for `kubeadm init` is not polled:
+/// the workload cluster's watches see the first machine's Node labelled control plane, which kubeadm
+/// does after uploading its configuration.
 fn changing(cp: &ControlPlane<'_>) -> bool {
     cp.plan.step != Step::Idle
-        || cp.workload_unreachable
-        || (!cp.initialized && !cp.machines.machines.is_empty())
         || cp
             .etcd_action()
             .is_some_and(|action| *action != etcd_membership::Action::Nothing)
