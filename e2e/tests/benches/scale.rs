@@ -45,6 +45,10 @@ const NS: &str = "default";
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long nothing may change before the rest window starts.
 const SETTLE: Duration = Duration::from_secs(30);
+/// Bound on one step of the stand-in for core Cluster API and the machines.
+const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How often the stand-in walks the Machines still without a Node.
+const WALK_EVERY: Duration = Duration::from_secs(30);
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -467,15 +471,33 @@ async fn double(
             let cluster = kcp.labels().get(CLUSTER_NAME_LABEL).cloned()?;
             initialized.then_some(Wake::Initialized(cluster))
         });
+    // A step that timed out (a workload API server that stopped answering one connection, say) is
+    // taken again by a periodic walk over the Machines still without a Node.
+    let walks = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(WALK_EVERY).await;
+        Some((Wake::Walk, ()))
+    });
     let mut events = futures::stream::select(
         futures::stream::select(config_events, machine_events),
-        kcp_events,
+        futures::stream::select(kcp_events, walks),
     )
     .boxed();
     let mut initialized = std::collections::BTreeSet::new();
     while let Some(wake) = events.next().await {
         let name = match wake {
             Wake::Machine(name) | Wake::Config(name) => name,
+            Wake::Walk => {
+                for machine in machine_store.state() {
+                    if !has_node(&machine) {
+                        let config = config_store.get(
+                            &kube::runtime::reflector::ObjectRef::new(&machine.name_any())
+                                .within(NS),
+                        );
+                        step(&client, &workloads, &index, &machine, config.as_deref()).await;
+                    }
+                }
+                continue;
+            }
             Wake::Initialized(cluster) => {
                 if initialized.insert(cluster.clone()) {
                     let _ = Api::<Cluster>::namespaced(client.clone(), NS)
@@ -494,7 +516,27 @@ async fn double(
             continue;
         };
         let config = config_store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(NS));
-        boot(&client, &workloads, &index, &machine, config.as_deref()).await;
+        step(&client, &workloads, &index, &machine, config.as_deref()).await;
+    }
+}
+
+/// [`boot`], bounded: one answerless call must not stop every other machine.
+async fn step(
+    client: &kube::Client,
+    workloads: &[kube::Client],
+    index: &BTreeMap<String, usize>,
+    machine: &Machine,
+    config: Option<&KubeadmConfig>,
+) {
+    let bounded = tokio::time::timeout(
+        STEP_TIMEOUT,
+        boot(client, workloads, index, machine, config),
+    );
+    if bounded.await.is_err() {
+        eprintln!(
+            "machine {}: a step timed out; the next walk retries it",
+            machine.name_any()
+        );
     }
 }
 
@@ -503,6 +545,8 @@ enum Wake {
     Config(String),
     /// The control plane of this Cluster says it is initialized.
     Initialized(String),
+    /// Time to look at every Machine still without a Node.
+    Walk,
 }
 
 /// One step of a Machine's life as core Cluster API and the machine would take it.
