@@ -2,12 +2,13 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
+FUZZ_SECONDS ?= 600
 
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale compare
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -68,6 +69,9 @@ bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers prin
 	$(CARGO) bench -p kubeadm-bootstrap --bench render
 	$(CARGO) bench -p kubeadm-webhook --bench admission
 	$(CARGO) bench -p kubeadm-controlplane --bench reconcile
+
+fuzz: ## Coverage-guided fuzzing (cargo-fuzz, nightly) of render, validate, conversion, webhook reviews, variables and the Ignition merge, FUZZ_SECONDS each (default 600); a table of executions and crashes
+	CARGO=$(CARGO) FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh
 
 image: ## Build the container image with both managers (docker.io/library/kubeadm-providers:v<version>, as the release manifests name it); needs Docker or Podman
 	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
