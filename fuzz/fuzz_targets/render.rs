@@ -161,16 +161,7 @@ fn check_cloud_config(spec: &KubeadmConfigSpec, bytes: &[u8]) {
             file.path
         );
     }
-    let users = document["users"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for user in &spec.users {
-        let found = users
-            .iter()
-            .any(|u| u["name"].as_str() == Some(user.name.as_str()));
-        assert!(found, "user {:?} is missing\n{text}", user.name);
-    }
+    assert_users_named(spec, &document["users"], &text);
 }
 
 fn check_ignition(spec: &KubeadmConfigSpec, bytes: &[u8]) {
@@ -189,15 +180,17 @@ fn check_ignition(spec: &KubeadmConfigSpec, bytes: &[u8]) {
             file.path
         );
     }
-    let users = config["passwd"]["users"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    assert_users_named(spec, &config["passwd"]["users"], "");
+}
+
+/// Every user of the spec is in `users` (a list of objects with a `name`) of the output.
+fn assert_users_named(spec: &KubeadmConfigSpec, users: &Value, output: &str) {
+    let users = users.as_array().map(Vec::as_slice).unwrap_or_default();
     for user in &spec.users {
         let found = users
             .iter()
             .any(|u| u["name"].as_str() == Some(user.name.as_str()));
-        assert!(found, "user {:?} is missing", user.name);
+        assert!(found, "user {:?} is missing\n{output}", user.name);
     }
 }
 
