@@ -222,6 +222,44 @@ pub fn label_value(name: &str) -> String {
     format!("hash_{encoded}_z")
 }
 
+/// Desired states for the tests of the decisions.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+    use kubeadm_api::controlplane::v1beta2::{
+        KubeadmControlPlaneRolloutSpec, KubeadmControlPlaneRolloutStrategy,
+        KubeadmControlPlaneRolloutStrategyRollingUpdate, KubeadmControlPlaneSpec,
+    };
+    use kubeadm_api::meta::ContractVersionedObjectReference;
+
+    /// `replicas` machines of v1.33.1 cloned from the SimMachineTemplate `template`, with `max_surge`.
+    pub(crate) fn desired(replicas: i32, template: &str, max_surge: i32) -> DesiredState {
+        let mut kcp = KubeadmControlPlane::new(
+            "cp",
+            KubeadmControlPlaneSpec {
+                replicas: Some(replicas),
+                version: "v1.33.1".into(),
+                rollout: Some(KubeadmControlPlaneRolloutSpec {
+                    strategy: Some(KubeadmControlPlaneRolloutStrategy {
+                        rolling_update: Some(KubeadmControlPlaneRolloutStrategyRollingUpdate {
+                            max_surge: Some(IntOrString::Int(max_surge)),
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        kcp.spec.machine_template.spec.infrastructure_ref = ContractVersionedObjectReference {
+            kind: "SimMachineTemplate".into(),
+            name: template.into(),
+            api_group: "infrastructure.cluster.x-k8s.io".into(),
+        };
+        DesiredState::of(&kcp).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ pub mod machine_conditions;
 pub mod machines;
 pub mod plan;
 pub mod preflight;
+pub mod preview;
 pub mod remediation;
 pub mod selection;
 pub mod up_to_date;

@@ -38,9 +38,28 @@ enum Command {
     /// Render cluster templates offline, as `clusterctl generate` does.
     #[command(subcommand)]
     Generate(GenerateCommand),
+    /// Preview what the controller would do to a KubeadmControlPlane, and why, without doing it: the
+    /// outdated machines and their reasons, what blocks now, and the steps in order with their etcd part.
+    Plan(PlanArgs),
     /// Count up a generation counter in a clusterctl configuration file (`genc01` → `genc02`), so the
     /// next `generate cluster` names new machine templates and re-applying it rolls that group.
     BumpGeneration(BumpGenerationArgs),
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// The KubeadmControlPlane's name.
+    name: String,
+    /// Its namespace.
+    #[arg(short, long, default_value = "default")]
+    namespace: String,
+    /// kubeconfig of the management cluster; the in-cluster or default one without it.
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Preview with the spec of the KubeadmControlPlane of this name in a YAML file instead (a changed
+    /// manifest or a re-rendered cluster template; `-` reads stdin).
+    #[arg(short = 'f', long)]
+    filename: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -125,6 +144,9 @@ async fn main() -> ExitCode {
             .await;
             exit_code("controlplane-manager", result)
         }
+        Command::Plan(args) => {
+            kubeadm_tools::exit_code("controlplane-manager plan", plan(&args).await)
+        }
         Command::Validate(args) => run_validate(&args, &[kubeadm_api::controlplane::GROUP]),
         Command::Generate(GenerateCommand::Cluster(args)) => kubeadm_tools::exit_code(
             "controlplane-manager generate cluster",
@@ -141,4 +163,44 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Prints the preview of `args.name`.
+async fn plan(args: &PlanArgs) -> Result<(), String> {
+    use kubeadm_controlplane::controller::preview;
+    let changed = match &args.filename {
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = if file == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(path)
+            }
+            .map_err(|e| format!("{file}: cannot read: {e}"))?;
+            Some(
+                preview::control_plane_from_yaml(&file, &text, &args.name)
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        None => None,
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("kubeconfig: {e}"))?,
+    };
+    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+    let preview = preview::read(&client, &args.namespace, &args.name, changed)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("KubeadmControlPlane {}/{}", args.namespace, args.name);
+    print!("{preview}");
+    Ok(())
 }

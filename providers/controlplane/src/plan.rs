@@ -183,39 +183,8 @@ pub fn next_step(observed: Observed<'_>, partition: Partition) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desired::fixtures::desired;
     use crate::machines::ClonedFrom;
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    use kubeadm_api::controlplane::v1beta2::{
-        KubeadmControlPlane, KubeadmControlPlaneRolloutSpec, KubeadmControlPlaneRolloutStrategy,
-        KubeadmControlPlaneRolloutStrategyRollingUpdate, KubeadmControlPlaneSpec,
-    };
-    use kubeadm_api::meta::ContractVersionedObjectReference;
-
-    fn desired(replicas: i32, template: &str, max_surge: i32) -> DesiredState {
-        let mut kcp = KubeadmControlPlane::new(
-            "cp",
-            KubeadmControlPlaneSpec {
-                replicas: Some(replicas),
-                version: "v1.33.1".into(),
-                rollout: Some(KubeadmControlPlaneRolloutSpec {
-                    strategy: Some(KubeadmControlPlaneRolloutStrategy {
-                        rolling_update: Some(KubeadmControlPlaneRolloutStrategyRollingUpdate {
-                            max_surge: Some(IntOrString::Int(max_surge)),
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        );
-        kcp.spec.machine_template.spec.infrastructure_ref = ContractVersionedObjectReference {
-            kind: "SimMachineTemplate".into(),
-            name: template.into(),
-            api_group: "infrastructure.cluster.x-k8s.io".into(),
-        };
-        DesiredState::of(&kcp).unwrap()
-    }
 
     /// A simulated control plane: machines appear with a Node at once, deletions complete at once.
     struct Sim {

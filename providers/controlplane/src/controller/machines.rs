@@ -61,7 +61,7 @@ pub(super) fn owned_by(machine: &Machine, kcp: &KubeadmControlPlane) -> bool {
         .any(|o| o.controller == Some(true) && Some(&o.uid) == kcp.uid().as_ref())
 }
 
-fn has_controller(machine: &Machine) -> bool {
+pub(super) fn has_controller(machine: &Machine) -> bool {
     machine
         .owner_references()
         .iter()
@@ -181,7 +181,7 @@ async fn adopt(
     Ok(adopted)
 }
 
-fn view(
+pub(super) fn view(
     machine: &Machine,
     config: Option<&KubeadmConfig>,
     infra: Option<&DynamicObject>,

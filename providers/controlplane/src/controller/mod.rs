@@ -15,6 +15,7 @@ mod machines;
 mod metrics;
 mod observe;
 mod phases;
+pub mod preview;
 pub mod rbac;
 mod reconcile;
 mod scope;

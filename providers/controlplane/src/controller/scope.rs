@@ -250,7 +250,7 @@ fn membership_input<'v>(
 }
 
 /// Sorted names of the Cluster's failure domains that may hold control-plane machines.
-fn control_plane_failure_domains(cluster: &Cluster) -> Vec<String> {
+pub(super) fn control_plane_failure_domains(cluster: &Cluster) -> Vec<String> {
     let mut names: Vec<String> = cluster
         .status
         .as_ref()

@@ -1,0 +1,338 @@
+//! `controlplane-manager plan`: the input of [`crate::preview`] read from the management cluster, as a
+//! reconcile reads it but without writing anything. Each machine's health is what this controller last
+//! reported in the Machine's conditions.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::{Resource, ResourceExt, discovery};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+
+use super::machines::{has_controller, owned_by, view};
+use super::owner_cluster;
+use crate::desired::{DesiredError, DesiredState};
+use crate::endpoints::Component;
+use crate::machine_conditions::ETCD_MEMBER_HEALTHY;
+use crate::machines::{ControlPlaneMachine, Health, MachineHealth};
+use crate::preview::{Input, Preview, preview};
+
+/// Why there is no preview.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    #[error("KubeadmControlPlane {0} not found")]
+    NotFound(String),
+    #[error(
+        "KubeadmControlPlane {0}: no owning Cluster yet (metadata.ownerReferences) and no \
+         cluster.x-k8s.io/cluster-name label"
+    )]
+    NoCluster(String),
+    #[error("KubeadmControlPlane {name}: {error}")]
+    Desired { name: String, error: DesiredError },
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+}
+
+/// The KubeadmControlPlane named `name` among the YAML documents of `text` (a manifest, or a whole
+/// rendered cluster template), converted to v1beta2 when it is v1beta1.
+pub fn control_plane_from_yaml(
+    file: &str,
+    text: &str,
+    name: &str,
+) -> Result<KubeadmControlPlane, PreviewError> {
+    let error = |message: String| PreviewError::File {
+        file: file.to_owned(),
+        message,
+    };
+    let desired = format!("{}/v1beta2", kubeadm_api::controlplane::GROUP);
+    for document in kubeadm_tools::yaml::documents(text) {
+        let value: serde_json::Value = serde_saphyr::from_str(document.content)
+            .map_err(|e| error(format!("document {}: {e}", document.number)))?;
+        let is_ours = value["kind"] == "KubeadmControlPlane"
+            && value["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(&format!("{}/", kubeadm_api::controlplane::GROUP)));
+        if !is_ours || value["metadata"]["name"] != name {
+            continue;
+        }
+        let converted = kubeadm_api::conversion::convert_object(value, &desired)
+            .map_err(|e| error(format!("document {}: {e}", document.number)))?;
+        return serde_json::from_value(converted).map_err(|e| {
+            error(format!(
+                "document {}: not a KubeadmControlPlane: {e}",
+                document.number
+            ))
+        });
+    }
+    Err(error(format!("no KubeadmControlPlane named {name}")))
+}
+
+/// Previews what the controller would do to `namespace/name`, or, with `changed`, what it would do once
+/// the KubeadmControlPlane's spec is `changed`'s.
+pub async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    changed: Option<KubeadmControlPlane>,
+) -> Result<Preview, PreviewError> {
+    let full_name = format!("{namespace}/{name}");
+    let live = Api::<KubeadmControlPlane>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?;
+    let kcp = match (&live, changed) {
+        (_, Some(mut changed)) => {
+            // The machines belong to the object in the cluster, whatever the file says.
+            if let Some(live) = &live {
+                changed.metadata.uid = live.metadata.uid.clone();
+                changed.metadata.owner_references = live.metadata.owner_references.clone();
+            }
+            changed
+        }
+        (Some(live), None) => live.clone(),
+        (None, None) => return Err(PreviewError::NotFound(full_name)),
+    };
+    let desired = DesiredState::of(&kcp).map_err(|error| PreviewError::Desired {
+        name: full_name.clone(),
+        error,
+    })?;
+    let cluster_name = owner_cluster(&kcp)
+        .or_else(|| kcp.labels().get(CLUSTER_NAME_LABEL).cloned())
+        .ok_or_else(|| PreviewError::NoCluster(full_name.clone()))?;
+    let cluster = Api::<Cluster>::namespaced(client.clone(), namespace)
+        .get_opt(&cluster_name)
+        .await?;
+    let failure_domains = cluster
+        .as_ref()
+        .map(super::scope::control_plane_failure_domains)
+        .unwrap_or_default();
+    let machines = if live.is_some() {
+        machines(
+            client,
+            namespace,
+            &kcp,
+            &cluster_name,
+            desired.external_etcd,
+        )
+        .await?
+    } else {
+        Vec::new()
+    };
+    Ok(preview(Input {
+        desired: &desired,
+        machines: &machines,
+        failure_domains: &failure_domains,
+        etcd_refuses_member: None,
+        now: Timestamp::now(),
+    }))
+}
+
+/// The control-plane machines of `kcp` (owned, or unowned ones it would adopt) as the decisions see them.
+async fn machines(
+    client: &kube::Client,
+    namespace: &str,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+    external_etcd: bool,
+) -> Result<Vec<ControlPlaneMachine>, PreviewError> {
+    let selector = format!("{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_LABEL}");
+    let listed = Api::<Machine>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let configs: Api<KubeadmConfig> = Api::namespaced(client.clone(), namespace);
+    let mut resources = BTreeMap::new();
+    let mut seen = Vec::new();
+    for machine in listed {
+        let adoptable = !has_controller(&machine) && machine.meta().deletion_timestamp.is_none();
+        if !owned_by(&machine, kcp) && !adoptable {
+            continue;
+        }
+        let config = match &machine.spec.bootstrap.config_ref {
+            Some(reference) if reference.kind == "KubeadmConfig" => {
+                configs.get_opt(&reference.name).await?
+            }
+            _ => None,
+        };
+        let reference = &machine.spec.infrastructure_ref;
+        let key = (reference.api_group.clone(), reference.kind.clone());
+        if !resources.contains_key(&key) {
+            let found = match discovery::group(client, &reference.api_group).await {
+                Ok(group) => group
+                    .recommended_kind(&reference.kind)
+                    .map(|(resource, _)| resource),
+                Err(kube::Error::Api(e)) if e.code == 404 => None,
+                Err(e) => return Err(e.into()),
+            };
+            resources.insert(key.clone(), found);
+        }
+        let infrastructure = match &resources[&key] {
+            Some(resource) => {
+                Api::<DynamicObject>::namespaced_with(client.clone(), namespace, resource)
+                    .get_opt(&reference.name)
+                    .await?
+            }
+            None => None,
+        };
+        let mut seen_machine = view(&machine, config.as_ref(), infrastructure.as_ref());
+        seen_machine.health = reported_health(&machine, external_etcd);
+        seen.push(seen_machine);
+    }
+    seen.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(seen)
+}
+
+/// A machine's health as this controller last reported it in the Machine's conditions: the worst of its
+/// components' pod conditions, and of its etcd pod's and member's (not checked with external etcd). A
+/// machine with a Node but no such condition yet is of unknown health, as it is to a reconcile that has not
+/// looked yet.
+fn reported_health(machine: &Machine, external_etcd: bool) -> MachineHealth {
+    let conditions = machine
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let worst = |types: &[&str]| {
+        let mut health = Health::Healthy;
+        for type_ in types {
+            let here = match conditions.iter().find(|c| c.type_ == *type_) {
+                Some(c) if c.status == "True" => Health::Healthy,
+                Some(c) if c.status == "False" => {
+                    Health::Unhealthy(format!("{type_}: {}", c.message))
+                }
+                Some(c) => Health::Unknown(format!("{type_}: {}", c.message)),
+                None => Health::Unknown(format!("{type_} not reported yet")),
+            };
+            health = match (&health, here) {
+                (Health::Unhealthy(_), _) => health,
+                (_, here @ Health::Unhealthy(_)) => here,
+                (Health::Unknown(_), _) => health,
+                (_, here) => here,
+            };
+        }
+        health
+    };
+    let components = worst(&[
+        Component::ApiServer.condition(),
+        Component::ControllerManager.condition(),
+        Component::Scheduler.condition(),
+    ]);
+    let etcd = if external_etcd {
+        Health::NotChecked
+    } else {
+        worst(&[Component::Etcd.condition(), ETCD_MEMBER_HEALTHY])
+    };
+    MachineHealth { components, etcd }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use kubeadm_api::cluster::v1beta2::MachineStatus;
+
+    fn machine(conditions: &[(&str, &str, &str)]) -> Machine {
+        let mut m = Machine::new("m", Default::default());
+        m.status = Some(MachineStatus {
+            conditions: conditions
+                .iter()
+                .map(|(type_, status, message)| Condition {
+                    type_: (*type_).into(),
+                    status: (*status).into(),
+                    message: (*message).into(),
+                    reason: "Test".into(),
+                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        Timestamp::UNIX_EPOCH,
+                    ),
+                    observed_generation: None,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        m
+    }
+
+    const ALL_HEALTHY: [(&str, &str, &str); 5] = [
+        ("APIServerPodHealthy", "True", ""),
+        ("ControllerManagerPodHealthy", "True", ""),
+        ("SchedulerPodHealthy", "True", ""),
+        ("EtcdPodHealthy", "True", ""),
+        ("EtcdMemberHealthy", "True", ""),
+    ];
+
+    #[test]
+    fn the_named_control_plane_is_found_among_other_documents_and_converted() {
+        let text = "\
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata: {name: prod}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta1
+kind: KubeadmControlPlane
+metadata: {name: other}
+spec: {version: v1.32.0}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta1
+kind: KubeadmControlPlane
+metadata: {name: prod-control-plane}
+spec:
+  replicas: 3
+  version: v1.33.1
+  machineTemplate:
+    infrastructureRef:
+      apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+      kind: OpenStackMachineTemplate
+      name: prod-control-plane-genc02
+  kubeadmConfigSpec: {}
+";
+        let kcp = control_plane_from_yaml("cluster.yaml", text, "prod-control-plane").unwrap();
+        assert_eq!(kcp.spec.version, "v1.33.1");
+        let reference = &kcp.spec.machine_template.spec.infrastructure_ref;
+        assert_eq!(
+            (reference.api_group.as_str(), reference.name.as_str()),
+            (
+                "infrastructure.cluster.x-k8s.io",
+                "prod-control-plane-genc02"
+            )
+        );
+        let missing = control_plane_from_yaml("cluster.yaml", text, "nope").unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "cluster.yaml: no KubeadmControlPlane named nope"
+        );
+    }
+
+    #[test]
+    fn every_condition_true_is_healthy() {
+        let health = reported_health(&machine(&ALL_HEALTHY), false);
+        assert_eq!(health.components, Health::Healthy);
+        assert_eq!(health.etcd, Health::Healthy);
+    }
+
+    #[test]
+    fn a_false_condition_wins_over_an_unknown_one_and_is_named() {
+        let mut conditions = ALL_HEALTHY.to_vec();
+        conditions[3] = ("EtcdPodHealthy", "Unknown", "inspection failed");
+        conditions[4] = ("EtcdMemberHealthy", "False", "alarm NOSPACE");
+        let health = reported_health(&machine(&conditions), false);
+        assert_eq!(health.components, Health::Healthy);
+        assert_eq!(
+            health.etcd,
+            Health::Unhealthy("EtcdMemberHealthy: alarm NOSPACE".into())
+        );
+    }
+
+    #[test]
+    fn a_condition_not_reported_yet_is_unknown_and_etcd_unchecked_when_external() {
+        let health = reported_health(&machine(&ALL_HEALTHY[1..3]), true);
+        assert_eq!(
+            health.components,
+            Health::Unknown("APIServerPodHealthy not reported yet".into())
+        );
+        assert_eq!(health.etcd, Health::NotChecked);
+    }
+}
