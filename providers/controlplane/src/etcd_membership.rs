@@ -106,6 +106,9 @@ pub struct Observed<'a> {
     /// When the controller first saw each learner and unstarted member (see [`timed_members`]). Kept in
     /// memory only: a restart forgets it, which only makes the timeouts start over.
     pub first_seen: &'a BTreeMap<u64, Timestamp>,
+    /// The leader most members that answered follow (their status' leader), whether it answered itself
+    /// or not.
+    pub agreed_leader: Option<u64>,
     pub now: Timestamp,
     pub learner_timeout: SignedDuration,
     pub unstarted_grace: SignedDuration,
@@ -457,11 +460,22 @@ pub fn next_action(observed: Observed<'_>) -> Action {
             None
         }
     };
-    let action = leader
+    // Whether a learner caught up is judged against the leader's own log.
+    let answering = leader.filter(|l| l.answered);
+    let action = answering
         .and_then(|l| planner.promote(l, &mut waits))
-        .or_else(|| leader.and_then(|l| planner.remove_expired(l, &mut waits)))
+        .or_else(|| answering.and_then(|l| planner.remove_expired(l, &mut waits)))
         .or_else(|| planner.deleting(leader, &mut waits))
         .or_else(|| leader.and_then(|l| planner.orphan(l, &mut waits)));
+    // Learners wait for a leader that answers.
+    if let Some(unseen) = leader.filter(|l| !l.answered)
+        && let Some(member) = planner.members.iter().find(|m| m.id == unseen.id)
+    {
+        waits.push(Reason::Unreachable {
+            member: member.label(),
+            cause: "it leads, and only the other members reach it".into(),
+        });
+    }
     match action {
         Some(action) => action,
         None => waits
@@ -475,7 +489,11 @@ pub fn next_action(observed: Observed<'_>) -> Action {
 #[derive(Clone, Copy, Debug)]
 struct Leader {
     id: u64,
+    /// Its own when it answered; else the highest a voter that answered reported.
     raft_index: u64,
+    /// It answered this controller. A leader only the members reach cannot hand over leadership; a
+    /// change still commits, proposed through a member that follows it.
+    answered: bool,
 }
 
 struct Planner<'a> {
@@ -503,29 +521,53 @@ impl<'a> Planner<'a> {
     }
 
     /// The leader, when the cluster can commit a change. Should several voters claim to lead (a stale leader
-    /// behind a partition), the one furthest ahead is the real one.
+    /// behind a partition), the one furthest ahead is the real one. When no voter that answered leads, the
+    /// voter the members agree on leads unseen (see [`Leader::answered`]).
     fn leader(&self) -> Result<Leader, Reason> {
         let voters = self.members.iter().filter(|m| !m.is_learner).count();
         let healthy = healthy_voters(self.observed).len();
         if healthy < quorum(voters) {
             return Err(Reason::QuorumLost { healthy, voters });
         }
-        self.members
+        let voter_states = self
+            .members
             .iter()
             .filter(|m| !m.is_learner)
             .filter_map(|m| match self.observed.states.get(&m.id) {
                 Some(MemberState::Reachable {
                     raft_index,
-                    is_leader: true,
+                    is_leader,
                     ..
-                }) => Some(Leader {
-                    id: m.id,
-                    raft_index: *raft_index,
-                }),
+                }) => Some((m.id, *raft_index, *is_leader)),
                 _ => None,
+            });
+        if let Some(leader) = voter_states
+            .clone()
+            .filter(|(_, _, is_leader)| *is_leader)
+            .map(|(id, raft_index, _)| Leader {
+                id,
+                raft_index,
+                answered: true,
             })
             .min_by_key(|l| (std::cmp::Reverse(l.raft_index), l.id))
-            .ok_or(Reason::NoLeader)
+        {
+            return Ok(leader);
+        }
+        let unseen = self.observed.agreed_leader.filter(|id| {
+            self.members.iter().any(|m| m.id == *id && !m.is_learner)
+                && matches!(
+                    self.observed.states.get(id),
+                    Some(MemberState::Unreachable(_))
+                )
+        });
+        match (unseen, voter_states.map(|(_, index, _)| index).max()) {
+            (Some(id), Some(raft_index)) => Ok(Leader {
+                id,
+                raft_index,
+                answered: false,
+            }),
+            _ => Err(Reason::NoLeader),
+        }
     }
 
     /// Whether a learner caught up as etcd judges it before promotion: within 10 % of the leader's log.
@@ -706,7 +748,9 @@ impl<'a> Planner<'a> {
     /// moves when the removal that follows is safe, so the cluster is not disturbed for nothing.
     fn remove_voter(&self, member: &Member, leader: Leader) -> Result<Option<Action>, Reason> {
         is_quorum_safe_without(member.id, self.observed)?;
-        if member.id != leader.id {
+        // A leader this controller cannot reach cannot be asked to hand over; the quorum without it is
+        // safe, so it goes at the cost of one election.
+        if member.id != leader.id || !leader.answered {
             return Ok(None);
         }
         self.successor(member)

@@ -243,6 +243,7 @@ fn membership_input<'v>(
         states: &view.states,
         machines,
         first_seen: &view.first_seen,
+        agreed_leader: view.observation.leader,
         now,
         learner_timeout,
         unstarted_grace,

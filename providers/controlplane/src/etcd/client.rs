@@ -970,6 +970,46 @@ mod tests {
     }
 
     #[test]
+    fn membership_changes_go_to_the_leader_or_else_to_a_voter_that_follows_one() {
+        let member = |id: u64| crate::etcd_membership::Member {
+            id,
+            name: format!("node-{id}"),
+            peer_urls: vec![],
+            client_urls: vec![format!("https://10.0.0.{id}:2379")],
+            is_learner: false,
+        };
+        let unreachable = || EtcdError::Unreachable {
+            endpoint: "https://10.0.0.1:2379".into(),
+            cause: "connection refused".into(),
+        };
+        let learner = Status {
+            is_learner: true,
+            ..status(2, 1)
+        };
+        let observation = |states: BTreeMap<u64, Result<Status, EtcdError>>| Observation {
+            members: (1..=4).map(member).collect(),
+            leader: agreed_leader(&states),
+            states,
+            alarms: vec![],
+        };
+        let answering = observation(BTreeMap::from([
+            (1, Ok(status(1, 3))),
+            (3, Ok(status(3, 3))),
+        ]));
+        assert_eq!(answering.proposer_endpoint(), Some("https://10.0.0.3:2379"));
+        let cut_off = observation(BTreeMap::from([
+            (1, Err(unreachable())),
+            (2, Ok(learner)),
+            (3, Ok(status(3, 1))),
+            (4, Ok(status(4, 1))),
+        ]));
+        assert_eq!(cut_off.leader, Some(1));
+        assert_eq!(cut_off.proposer_endpoint(), Some("https://10.0.0.3:2379"));
+        let leaderless = observation(BTreeMap::from([(3, Ok(status(3, 0)))]));
+        assert_eq!(leaderless.proposer_endpoint(), None);
+    }
+
+    #[test]
     fn certificate_refusals_are_told_apart_from_outages() {
         let cases = [
             (

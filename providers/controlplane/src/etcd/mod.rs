@@ -76,4 +76,21 @@ impl Observation {
         let leader = self.member(self.leader?)?;
         leader.client_urls.first().map(String::as_str)
     }
+
+    /// Where a membership change goes: the leader's client URL when the leader answered, else that of
+    /// the first voter (by ID) that answered and follows a leader, which forwards the change to it. The
+    /// leader may be cut off from this controller alone (its node's kubelet down, a route gone) while
+    /// the members still reach it.
+    pub fn proposer_endpoint(&self) -> Option<&str> {
+        let answered = |id: u64| matches!(self.states.get(&id), Some(Ok(status)) if status.leader != 0 && !status.is_learner);
+        let leader = self.leader.filter(|id| answered(*id));
+        let id = leader.or_else(|| {
+            self.members
+                .iter()
+                .map(|m| m.id)
+                .filter(|id| answered(*id))
+                .min()
+        })?;
+        self.member(id)?.client_urls.first().map(String::as_str)
+    }
 }

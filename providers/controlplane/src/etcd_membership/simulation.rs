@@ -30,6 +30,9 @@ struct Tick {
     minutes: i64,
     flip: Option<Index>,
     catch_up: u64,
+    /// A leader this controller no longer reaches is replaced by an election (cut off from the members
+    /// too); otherwise the members keep following it (cut off from this controller alone).
+    elect: bool,
 }
 
 prop_compose! {
@@ -64,8 +67,9 @@ prop_compose! {
         minutes in 0i64..8,
         flip in prop::option::weighted(0.4, any::<Index>()),
         catch_up in 0u64..200,
+        elect in prop::bool::weighted(0.7),
     ) -> Tick {
-        Tick { minutes, flip, catch_up }
+        Tick { minutes, flip, catch_up, elect }
     }
 }
 
@@ -75,6 +79,8 @@ struct Sim {
     states: BTreeMap<u64, MemberState>,
     machines: Vec<EtcdMachine>,
     first_seen: BTreeMap<u64, Timestamp>,
+    /// The leader the members follow, reachable or not.
+    agreed_leader: Option<u64>,
     now: Timestamp,
 }
 
@@ -86,6 +92,7 @@ impl Sim {
             states: BTreeMap::new(),
             machines: Vec::new(),
             first_seen: BTreeMap::new(),
+            agreed_leader: None,
             now,
         };
         for (i, spec) in specs.iter().enumerate() {
@@ -176,6 +183,7 @@ impl Sim {
             states: &self.states,
             machines: &self.machines,
             first_seen: &self.first_seen,
+            agreed_leader: self.agreed_leader,
             now: self.now,
             learner_timeout: DEFAULT_LEARNER_TIMEOUT,
             unstarted_grace: DEFAULT_UNSTARTED_GRACE,
@@ -211,6 +219,7 @@ impl Sim {
                 }
             }
         }
+        self.agreed_leader = Some(leader);
     }
 
     fn member(&self, id: u64) -> &Member {
@@ -241,6 +250,9 @@ impl Sim {
         self.members.retain(|m| m.id != id);
         self.states.remove(&id);
         self.first_seen.remove(&id);
+        if self.agreed_leader == Some(id) {
+            self.agreed_leader = None;
+        }
     }
 
     fn hooked_machine(&self, name: &str) -> &EtcdMachine {
@@ -336,7 +348,10 @@ impl Sim {
                 *raft_index = (*raft_index + tick.catch_up).min(leader_index);
             }
         }
-        if self.leader().is_none() {
+        let followed = self
+            .agreed_leader
+            .is_some_and(|id| self.members.iter().any(|m| m.id == id));
+        if self.leader().is_none() && (tick.elect || !followed) {
             let voters = self.members.iter().filter(|m| !m.is_learner).count();
             let mut reachable = self
                 .members

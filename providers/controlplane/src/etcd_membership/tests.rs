@@ -59,6 +59,7 @@ struct Cluster {
     states: BTreeMap<u64, MemberState>,
     machines: Vec<EtcdMachine>,
     first_seen: BTreeMap<u64, Timestamp>,
+    agreed_leader: Option<u64>,
 }
 
 impl Cluster {
@@ -69,6 +70,7 @@ impl Cluster {
             states: (1..=n).map(|id| (id, reachable(1000))).collect(),
             machines: (1..=n).map(machine).collect(),
             first_seen: BTreeMap::new(),
+            agreed_leader: None,
         };
         if n > 0 {
             cluster = cluster.leader(1);
@@ -82,6 +84,7 @@ impl Cluster {
             states: &self.states,
             machines: &self.machines,
             first_seen: &self.first_seen,
+            agreed_leader: self.agreed_leader,
             now: now(),
             learner_timeout: DEFAULT_LEARNER_TIMEOUT,
             unstarted_grace: DEFAULT_UNSTARTED_GRACE,
@@ -137,6 +140,7 @@ impl Cluster {
                 *is_leader = *member == id;
             }
         }
+        self.agreed_leader = (id != 0).then_some(id);
         self
     }
 
@@ -1104,4 +1108,65 @@ fn a_leaving_machine_keeps_its_member_until_other_pre_terminate_hooks_are_gone()
             machine: "m-3".into()
         }
     );
+}
+
+/// Member 1 leads and the others follow it, but this controller cannot reach it (its node's kubelet or
+/// the route to it is down).
+fn leader_cut_off_from_us() -> Cluster {
+    Cluster::healthy(3).unreachable(1)
+}
+
+#[test]
+fn a_leader_only_the_members_reach_is_removed_through_a_follower_without_handing_over() {
+    let cluster = leader_cut_off_from_us().deleting(1);
+    assert_eq!(
+        cluster.next(),
+        Action::RemoveMember {
+            member: 1,
+            machine: "m-1".into()
+        }
+    );
+}
+
+#[test]
+fn a_leader_only_the_members_reach_still_guards_quorum() {
+    // Without the unreachable leader, removing 3 would leave 2 with only one that answers.
+    let cluster = leader_cut_off_from_us().deleting(3);
+    assert!(
+        matches!(
+            cluster.next(),
+            Action::Wait(Reason::QuorumAtRisk { ref member, .. }) if member.id == 3
+        ),
+        "{:?}",
+        cluster.next()
+    );
+}
+
+#[test]
+fn learners_wait_while_the_leader_does_not_answer() {
+    let cluster = leader_cut_off_from_us().learner(4, 1000);
+    assert_eq!(
+        cluster.next(),
+        Action::Wait(Reason::Unreachable {
+            member: label(1),
+            cause: "it leads, and only the other members reach it".into()
+        })
+    );
+}
+
+#[test]
+fn a_leader_nobody_answers_for_is_no_leader() {
+    // The members name a leader that answers and denies leading (stale), or none at all.
+    let stale = Cluster::healthy(3).leader(0).deleting(1);
+    let stale = Cluster {
+        agreed_leader: Some(1),
+        ..stale
+    };
+    assert_eq!(stale.next(), Action::Wait(Reason::NoLeader));
+    let none = leader_cut_off_from_us().deleting(1);
+    let none = Cluster {
+        agreed_leader: None,
+        ..none
+    };
+    assert_eq!(none.next(), Action::Wait(Reason::NoLeader));
 }

@@ -57,6 +57,14 @@ impl EtcdView {
             .ok_or_else(|| Error::Etcd("etcd has no reachable leader".into()))
     }
 
+    /// Where a membership change goes (see [`Observation::proposer_endpoint`]).
+    pub(in crate::controller) fn proposer(&self) -> Result<String, Error> {
+        self.observation
+            .proposer_endpoint()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Etcd("no etcd voter with a leader answered".into()))
+    }
+
     /// How member `id` is named in messages (see [`MemberLabel`]).
     pub(in crate::controller) fn label(&self, id: u64) -> MemberLabel {
         self.members.iter().find(|m| m.id == id).map_or(
