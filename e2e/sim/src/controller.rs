@@ -162,6 +162,36 @@ impl Sim {
         self.nodes().into_iter().flat_map(|n| n.pids).collect()
     }
 
+    /// Loses the running node of `namespace/machine` at the simulator's next look, as when its VM dies:
+    /// every process stops, its API server leaves the load balancer, its Node is marked unreachable.
+    /// Returns whether such a node was running.
+    pub fn lose(&self, namespace: &str, machine: &str) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match state
+            .machines
+            .get_mut(&(namespace.to_owned(), machine.to_owned()))
+        {
+            Some(MachineRuntime::Running { lose_at, .. }) => {
+                *lose_at = Some(Instant::now());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops the kubelet of the running node of `namespace/machine` (no more port-forwards to its pods)
+    /// while its etcd and kube-apiserver keep running; returns whether it had one.
+    pub fn stop_kubelet(&self, namespace: &str, machine: &str) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match state
+            .machines
+            .get_mut(&(namespace.to_owned(), machine.to_owned()))
+        {
+            Some(MachineRuntime::Running { node, .. }) => node.stop_kubelet(),
+            _ => false,
+        }
+    }
+
     /// The load balancer address of a cluster's control-plane endpoint.
     pub fn endpoint(&self, namespace: &str, sim_cluster: &str) -> Option<std::net::SocketAddr> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

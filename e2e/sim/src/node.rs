@@ -174,6 +174,12 @@ impl Node {
         }
     }
 
+    /// Stops the kubelet's port-forward endpoint alone (etcd and kube-apiserver keep running); returns
+    /// whether it ran.
+    pub fn stop_kubelet(&mut self) -> bool {
+        self.kubelet.take().map(|mut p| p.stop()).is_some()
+    }
+
     /// Whether a process of the node has exited by itself (e.g. an etcd member removed from its cluster).
     pub fn exited(&mut self) -> Vec<String> {
         let mut out = Vec::new();

@@ -23,6 +23,8 @@ pub struct Sample {
     pub silent_voters: Vec<(String, String)>,
     /// A linearizable read through the member that listed the membership succeeded: raft had a quorum.
     pub quorum_read: bool,
+    /// The voter that answered saying it leads.
+    pub leader: Option<String>,
 }
 
 impl Sample {
@@ -221,6 +223,7 @@ async fn sample(
         }
         if let Some(list) = list {
             let mut healthy_voters = 0;
+            let mut leader = None;
             let mut silent_voters = Vec::new();
             let mut members = Vec::new();
             for m in list.members() {
@@ -236,11 +239,19 @@ async fn sample(
                     Some(mut c) => tokio::time::timeout(Duration::from_secs(1), c.status())
                         .await
                         .map_err(|_| "status timed out".to_owned())
-                        .and_then(|r| r.map(drop).map_err(|e| e.to_string())),
+                        .and_then(|r| {
+                            r.map(|s| s.header().is_some_and(|h| h.member_id() == s.leader()))
+                                .map_err(|e| e.to_string())
+                        }),
                     None => Err(format!("{url} refused the connection")),
                 };
                 match answer {
-                    Ok(()) => healthy_voters += 1,
+                    Ok(leads) => {
+                        healthy_voters += 1;
+                        if leads {
+                            leader = Some(m.name().to_owned());
+                        }
+                    }
                     Err(why) => silent_voters.push((m.name().to_owned(), why)),
                 }
             }
@@ -257,6 +268,7 @@ async fn sample(
                 healthy_voters,
                 silent_voters,
                 quorum_read,
+                leader,
             });
         }
         tokio::time::sleep(period).await;

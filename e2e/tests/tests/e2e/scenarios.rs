@@ -201,14 +201,7 @@ async fn control_plane_grows_1_3_5_and_shrinks_to_3_with_one_learner_at_a_time()
     let cluster = "scale";
     let kcp = "scale-control-plane";
     let env = Env::start(&[]).await;
-    env.apply_template(&vars(cluster, 1, 1)).await;
-    let watch = EtcdWatch::start(
-        env.client.clone(),
-        NS,
-        cluster,
-        env.sim.view(),
-        SAMPLE_EVERY,
-    );
+    let watch = apply_watched(&env, cluster, 1, 1).await;
     let mut pids = BTreeSet::new();
     let mut joined_as_learner: BTreeMap<String, Option<u64>> = BTreeMap::new();
     for (replicas, what) in [(1, "create 1"), (3, "1 → 3"), (5, "3 → 5"), (3, "5 → 3")] {
@@ -380,14 +373,7 @@ async fn a_learner_that_never_starts_is_removed_and_its_machine_remediated() {
     let cluster = "faulty";
     let kcp = "faulty-control-plane";
     let env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
-    env.apply_template(&vars(cluster, 1, 0)).await;
-    let watch = EtcdWatch::start(
-        env.client.clone(),
-        NS,
-        cluster,
-        env.sim.view(),
-        SAMPLE_EVERY,
-    );
+    let watch = apply_watched(&env, cluster, 1, 0).await;
     env.wait_control_plane(kcp, 1, step_timeout(), "create 1")
         .await;
     let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
@@ -446,14 +432,7 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     let kcp = "roll-control-plane";
     let generation_label = "controlplane.cluster.x-k8s.io/machine-generation";
     let mut env = Env::start(&[]).await;
-    env.apply_template(&vars(cluster, 3, 1)).await;
-    let watch = EtcdWatch::start(
-        env.client.clone(),
-        NS,
-        cluster,
-        env.sim.view(),
-        SAMPLE_EVERY,
-    );
+    let watch = apply_watched(&env, cluster, 3, 1).await;
     env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
         .await;
     let first = control_plane_machine_names(&env, cluster).await;
@@ -479,10 +458,12 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     ))
     .await;
     let mut marked = BTreeSet::new();
-    let roll = Instant::now();
     let mut bumped = vars(cluster, 3, 1);
     bumped.insert("CONTROL_PLANE_MACHINE_GEN", "genc02".into());
     bumped.insert("WORKER_MACHINE_GEN", "genw02".into());
+    let predicted = preview_rollout(&env, kcp, &bumped, &first);
+    let mut deleted_in_order: Vec<String> = Vec::new();
+    let roll = Instant::now();
     env.apply_template(&bumped).await;
     let deadline = Instant::now() + step_timeout() * 2;
     loop {
@@ -491,6 +472,15 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
             .iter()
             .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
             .collect();
+        for m in &control_planes {
+            let name = m.name_any();
+            if m.meta().deletion_timestamp.is_some()
+                && first.contains(&name)
+                && !deleted_in_order.contains(&name)
+            {
+                deleted_in_order.push(name);
+            }
+        }
         // A leaving machine's Node goes before the Machine does, which the health check reports too.
         marked.extend(
             control_planes
@@ -552,6 +542,10 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
     println!(
         "rollout genc01 → genc02, genw01 → genw02: {:.1?}",
         roll.elapsed()
+    );
+    assert_eq!(
+        deleted_in_order, predicted,
+        "the old machines went in another order than `plan` said"
     );
     let samples = assert_membership_was_safe(&watch, "generation rollout");
     let failed_boots = env.sim.view().failed_boots();
@@ -626,6 +620,53 @@ async fn bumping_the_generation_counters_rolls_both_groups_one_machine_at_a_time
         "scenario generation rollout: {:.1?} wall time, {samples} membership samples",
         started.elapsed()
     );
+}
+
+/// Runs `controlplane-manager plan -f` on the template rendered with `bumped`, as a user would before
+/// applying it, checks what it says about the machines in `first`, and returns the old machines in the
+/// order it says they go.
+fn preview_rollout(
+    env: &Env,
+    kcp: &str,
+    bumped: &BTreeMap<&str, String>,
+    first: &[String],
+) -> Vec<String> {
+    let file = env.plane.dir().join("bumped-cluster.yaml");
+    std::fs::write(&file, e2e_tests::env::render_sim_template(bumped)).unwrap();
+    let binary = e2e_tests::env::manager_binary("controlplane-manager", "CONTROLPLANE_MANAGER");
+    let output = std::process::Command::new(binary)
+        .arg("plan")
+        .arg("--kubeconfig")
+        .arg(env.plane.kubeconfig_path())
+        .args(["-n", NS, kcp, "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    println!("{text}");
+    assert!(
+        output.status.success(),
+        "plan failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("Blocked now: nothing"), "{text}");
+    for machine in first {
+        assert!(
+            text.contains(&format!(
+                "  {machine}:\n    * infrastructure template roll-control-plane-genc01, \
+                 roll-control-plane-genc02 required"
+            )),
+            "{machine} is not outdated by the template: {text}"
+        );
+    }
+    // `  2. delete <machine> (rollout): …`
+    let order: Vec<String> = text
+        .lines()
+        .filter_map(|line| line.trim_start().split_once(". delete "))
+        .filter_map(|(_, rest)| rest.split_once(' ').map(|(name, _)| name.to_owned()))
+        .collect();
+    assert_eq!(order.len(), first.len(), "{text}");
+    order
 }
 
 /// Arms a fault for the next control-plane join and waits until the simulator took it.
@@ -816,14 +857,7 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
     let cluster = "flaky";
     let kcp = "flaky-control-plane";
     let env = Env::start(&["--etcd-unstarted-grace", "20s"]).await;
-    env.apply_template(&vars(cluster, 1, 0)).await;
-    let watch = EtcdWatch::start(
-        env.client.clone(),
-        NS,
-        cluster,
-        env.sim.view(),
-        SAMPLE_EVERY,
-    );
+    let watch = apply_watched(&env, cluster, 1, 0).await;
     env.wait_control_plane(kcp, 1, step_timeout(), "create 1")
         .await;
     let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
@@ -894,14 +928,7 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
     // Cluster API's own MachineHealthCheck finds the lost node unhealthy; the control plane remediates
     // the machine (its member goes first), and a new one joins.
     let lost = applied[2].1.clone();
-    env.apply(&format!(
-        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {kcp}\n\
-         spec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/control-plane: \"\"\n\
-         \x20 checks:\n    nodeStartupTimeoutSeconds: 600\n    unhealthyNodeConditions:\n\
-         \x20   - {{type: Ready, status: Unknown, timeoutSeconds: 10}}\n\
-         \x20   - {{type: Ready, status: \"False\", timeoutSeconds: 10}}\n"
-    ))
-    .await;
+    env.apply(&node_health_check(cluster, kcp)).await;
     wait_health_check_remediated(&env, cluster, &lost, &mut pids).await;
     env.wait_control_plane(kcp, 3, step_timeout(), "after the loss")
         .await;
@@ -918,6 +945,161 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
     stop_and_check_nothing_is_left(env, pids).await;
     println!(
         "scenario slow, crashing and lost joiners: {:.1?} wall time, {samples} membership samples, remediated {crashed:?}",
+        started.elapsed()
+    );
+}
+
+/// Applies the template of `cluster` with `control_planes` and `workers` machines and watches its etcd.
+async fn apply_watched(env: &Env, cluster: &str, control_planes: u32, workers: u32) -> EtcdWatch {
+    env.apply_template(&vars(cluster, control_planes, workers))
+        .await;
+    EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    )
+}
+
+/// A MachineHealthCheck of the control plane `kcp` that marks a machine whose Node is not Ready for 10 s.
+fn node_health_check(cluster: &str, kcp: &str) -> String {
+    format!(
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {kcp}\n\
+         spec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/control-plane: \"\"\n\
+         \x20 checks:\n    nodeStartupTimeoutSeconds: 600\n    unhealthyNodeConditions:\n\
+         \x20   - {{type: Ready, status: Unknown, timeoutSeconds: 10}}\n\
+         \x20   - {{type: Ready, status: \"False\", timeoutSeconds: 10}}\n"
+    )
+}
+
+/// Creates `cluster` with 3 control-plane machines and waits until they are its etcd voters; returns
+/// the etcd watch and the Machine whose member leads.
+async fn three_voters_and_their_leader(env: &Env, cluster: &str, kcp: &str) -> (EtcdWatch, String) {
+    let watch = apply_watched(env, cluster, 3, 0).await;
+    env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
+        .await;
+    let first = control_plane_machine_names(env, cluster).await;
+    watch
+        .wait_voters(first, Duration::from_secs(60), "create 3")
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        if let Some(leader) = watch.last().and_then(|s| s.leader) {
+            break leader;
+        }
+        assert!(Instant::now() < deadline, "no etcd member said it leads");
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    };
+    let machine = env
+        .sim
+        .nodes()
+        .into_iter()
+        .find(|n| n.namespace == NS && n.node == leader)
+        .map(|n| n.machine)
+        .unwrap_or_else(|| panic!("no machine runs the leader {leader}"));
+    (watch, machine)
+}
+
+/// Waits until `machine` is gone and 3 others are the control plane and its only etcd voters; checks
+/// that its member went through its Machine and quorum held throughout; returns the membership samples.
+async fn replaced_without_a_member_left(
+    env: &Env,
+    watch: &EtcdWatch,
+    cluster: &str,
+    kcp: &str,
+    machine: &str,
+) -> usize {
+    let deadline = Instant::now() + step_timeout();
+    while control_plane_machine_names(env, cluster)
+        .await
+        .iter()
+        .any(|n| n == machine)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{machine} was not replaced\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_control_plane(kcp, 3, step_timeout(), "replaced")
+        .await;
+    let names = control_plane_machine_names(env, cluster).await;
+    watch
+        .wait_voters(names, Duration::from_secs(60), "replaced")
+        .await;
+    let removed = membership_event_notes(env, "RemoveMember").await;
+    assert!(
+        removed.iter().any(|note| note.contains(machine)),
+        "the leader's member was not removed through its Machine: {removed:?}"
+    );
+    assert_membership_was_safe(watch, "leader's machine replaced")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_machine_of_the_etcd_leader_is_replaced_when_its_node_is_lost() {
+    let started = Instant::now();
+    let (cluster, kcp) = ("lead", "lead-control-plane");
+    let env = Env::start(&[]).await;
+    let (watch, machine) = three_voters_and_their_leader(&env, cluster, kcp).await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    // The whole node goes, etcd and kube-apiserver with it; a health check watches the control plane.
+    env.apply(&node_health_check(cluster, kcp)).await;
+    let lost_at = Instant::now();
+    assert!(env.sim.lose(NS, &machine), "{machine} was not running");
+    wait_health_check_remediated(&env, cluster, &machine, &mut pids).await;
+    let samples = replaced_without_a_member_left(&env, &watch, cluster, kcp, &machine).await;
+    let replaced = lost_at.elapsed();
+    pids.extend(env.pids());
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario leader's node lost: {machine} replaced {replaced:.1?} after its node went \
+         ({:.1?} wall time, {samples} membership samples)",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_only_the_members_reach_is_remediated_without_handing_over() {
+    let started = Instant::now();
+    let (cluster, kcp) = ("unseen", "unseen-control-plane");
+    // etcd is reached through each node's kubelet, as by default.
+    let env = Env::start(&["--etcd-access=port-forward"]).await;
+    let (watch, machine) = three_voters_and_their_leader(&env, cluster, kcp).await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    // Its kubelet goes: the controller no longer reaches its etcd, which still leads the others.
+    assert!(
+        env.sim.stop_kubelet(NS, &machine),
+        "{machine} has no kubelet (the simulator runs one only with real kubeadm in network namespaces)"
+    );
+    let cut_at = Instant::now();
+    Api::<kubeadm_api::cluster::v1beta2::Machine>::namespaced(env.client.clone(), NS)
+        .patch(
+            &machine,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({
+                "metadata": { "annotations": { "cluster.x-k8s.io/remediate-machine": "" } }
+            })),
+        )
+        .await
+        .unwrap();
+    let samples = replaced_without_a_member_left(&env, &watch, cluster, kcp, &machine).await;
+    let replaced = cut_at.elapsed();
+    let moved = membership_event_notes(&env, "MoveLeader").await;
+    assert!(
+        moved.is_empty(),
+        "leadership cannot have been handed over by a leader the controller does not reach: {moved:?}"
+    );
+    pids.extend(env.pids());
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario leader cut off from the controller: {machine} replaced {replaced:.1?} after its kubelet \
+         went ({:.1?} wall time, {samples} membership samples)",
         started.elapsed()
     );
 }
