@@ -60,6 +60,9 @@ pub struct Preview {
     pub deleting: Vec<String>,
     /// What keeps the controller from taking the first step now (empty when nothing does).
     pub blocked_now: Vec<Blocker>,
+    /// What else holds the control plane, as the controller last reported it (etcd alarms and
+    /// membership, a remediation under way, a pause); filled in by whoever read the objects.
+    pub reported: Vec<String>,
     /// The steps in order.
     pub steps: Vec<Action>,
     /// Where the simulation stopped short of the desired state, and why.
@@ -156,6 +159,7 @@ pub fn preview(input: Input<'_>) -> Preview {
             .map(|m| m.name.clone())
             .collect(),
         blocked_now,
+        reported: Vec::new(),
         steps,
         stops,
     }
@@ -283,6 +287,12 @@ impl fmt::Display for Preview {
             writeln!(f, "Blocked now (the first step waits until these clear):")?;
             for blocker in &self.blocked_now {
                 writeln!(f, "  * {blocker}")?;
+            }
+        }
+        if !self.reported.is_empty() {
+            writeln!(f, "Reported by the controller:")?;
+            for line in &self.reported {
+                writeln!(f, "  * {line}")?;
             }
         }
         if self.steps.is_empty() && self.stops.is_none() {

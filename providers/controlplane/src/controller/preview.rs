@@ -9,8 +9,11 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Resource, ResourceExt, discovery};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::conditions::types::{ETCD_CLUSTER_HEALTHY, ETCD_MEMBERSHIP_SETTLED};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
-use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use kubeadm_api::meta::{
+    CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, REMEDIATION_IN_PROGRESS_ANNOTATION,
+};
 
 use super::machines::{has_controller, owned_by, view};
 use super::owner_cluster;
@@ -122,13 +125,47 @@ pub async fn read(
     } else {
         Vec::new()
     };
-    Ok(preview(Input {
+    let mut preview = preview(Input {
         desired: &desired,
         machines: &machines,
         failure_domains: &failure_domains,
         etcd_refuses_member: None,
         now: Timestamp::now(),
-    }))
+    });
+    if let Some(live) = &live {
+        preview.reported = reported_holds(live, cluster.as_ref());
+    }
+    Ok(preview)
+}
+
+/// What holds the control plane beyond its machines' health, from what the controller last reported:
+/// etcd's health and membership (alarms, a learner catching up, a leader that does not answer), a
+/// remediation under way, a pause.
+fn reported_holds(kcp: &KubeadmControlPlane, cluster: Option<&Cluster>) -> Vec<String> {
+    let mut holds = Vec::new();
+    if cluster.is_some_and(|c| kubeadm_cluster::paused::is_paused(c, kcp)) {
+        holds.push("paused: nothing changes until the pause is lifted".to_owned());
+    }
+    if let Some(machine) = kcp.annotations().get(REMEDIATION_IN_PROGRESS_ANNOTATION) {
+        holds.push(format!("a remediation is under way: {machine}"));
+    }
+    let conditions = kcp
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    for type_ in [ETCD_CLUSTER_HEALTHY, ETCD_MEMBERSHIP_SETTLED] {
+        if let Some(c) = conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status != "True")
+        {
+            holds.push(format!(
+                "{type_} is {} ({}): {}",
+                c.status, c.reason, c.message
+            ));
+        }
+    }
+    holds
 }
 
 /// The control-plane machines of `kcp` (owned, or unowned ones it would adopt) as the decisions see them.
@@ -235,25 +272,64 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use kubeadm_api::cluster::v1beta2::MachineStatus;
 
-    fn machine(conditions: &[(&str, &str, &str)]) -> Machine {
+    fn conditions(conditions: &[(&str, &str, &str)]) -> Vec<Condition> {
+        conditions
+            .iter()
+            .map(|(type_, status, message)| Condition {
+                type_: (*type_).into(),
+                status: (*status).into(),
+                message: (*message).into(),
+                reason: "Test".into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    Timestamp::UNIX_EPOCH,
+                ),
+                observed_generation: None,
+            })
+            .collect()
+    }
+
+    fn machine(reported: &[(&str, &str, &str)]) -> Machine {
         let mut m = Machine::new("m", Default::default());
         m.status = Some(MachineStatus {
-            conditions: conditions
-                .iter()
-                .map(|(type_, status, message)| Condition {
-                    type_: (*type_).into(),
-                    status: (*status).into(),
-                    message: (*message).into(),
-                    reason: "Test".into(),
-                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                        Timestamp::UNIX_EPOCH,
-                    ),
-                    observed_generation: None,
-                })
-                .collect(),
+            conditions: conditions(reported),
             ..Default::default()
         });
         m
+    }
+
+    #[test]
+    fn alarms_membership_remediation_and_pause_are_reported_holds() {
+        let mut kcp = KubeadmControlPlane::new("cp", Default::default());
+        kcp.status = Some(Default::default());
+        let settled = conditions(&[
+            ("EtcdClusterHealthy", "True", ""),
+            ("EtcdMembershipSettled", "True", ""),
+        ]);
+        kcp.status.as_mut().unwrap().conditions = settled;
+        let mut cluster = Cluster::new("prod", Default::default());
+        assert!(reported_holds(&kcp, Some(&cluster)).is_empty());
+
+        kcp.status.as_mut().unwrap().conditions = conditions(&[
+            (
+                "EtcdClusterHealthy",
+                "False",
+                "alarm NOSPACE on member node-1",
+            ),
+            ("EtcdMembershipSettled", "True", ""),
+        ]);
+        kcp.annotations_mut().insert(
+            REMEDIATION_IN_PROGRESS_ANNOTATION.into(),
+            "{\"machine\":\"cp-abc\"}".into(),
+        );
+        cluster.spec.paused = Some(true);
+        assert_eq!(
+            reported_holds(&kcp, Some(&cluster)),
+            [
+                "paused: nothing changes until the pause is lifted",
+                "a remediation is under way: {\"machine\":\"cp-abc\"}",
+                "EtcdClusterHealthy is False (Test): alarm NOSPACE on member node-1",
+            ]
+        );
     }
 
     const ALL_HEALTHY: [(&str, &str, &str); 5] = [
