@@ -16,18 +16,6 @@ use crate::plan::{self, Observed, Purpose, Step};
 use crate::preflight::Blocker;
 use crate::up_to_date::Outdated;
 
-/// What the preview starts from.
-#[derive(Clone, Copy, Debug)]
-pub struct Input<'a> {
-    pub desired: &'a DesiredState,
-    pub machines: &'a [ControlPlaneMachine],
-    /// Failure domains of the Cluster that may hold control-plane machines, sorted.
-    pub failure_domains: &'a [String],
-    /// Why etcd cannot take another member now, if that is known.
-    pub etcd_refuses_member: Option<&'a Blocker>,
-    pub now: Timestamp,
-}
-
 /// One step of the rollout.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -72,25 +60,16 @@ pub struct Preview {
 /// The most steps a preview runs: far more than any rollout of a control plane needs.
 const MAX_STEPS: usize = 64;
 
-/// Previews the steps the controller takes from `input` to the desired state.
-pub fn preview(input: Input<'_>) -> Preview {
-    let Input {
+/// Previews the steps the controller takes from what it `observed` at `now` to the desired state.
+pub fn preview(observed: Observed<'_>, now: Timestamp) -> Preview {
+    let Observed {
         desired,
         machines,
         failure_domains,
-        etcd_refuses_member,
-        now,
-    } = input;
+        ..
+    } = observed;
     let partition = plan::partition(desired, machines, now);
-    let now_plan = plan::next_step(
-        Observed {
-            desired,
-            machines,
-            failure_domains,
-            etcd_refuses_member,
-        },
-        partition.clone(),
-    );
+    let now_plan = plan::next_step(observed, partition.clone());
     let blocked_now = match now_plan.step {
         Step::Wait { blockers, .. } => blockers,
         _ => Vec::new(),

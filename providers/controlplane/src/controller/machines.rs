@@ -61,11 +61,13 @@ pub(super) fn owned_by(machine: &Machine, kcp: &KubeadmControlPlane) -> bool {
         .any(|o| o.controller == Some(true) && Some(&o.uid) == kcp.uid().as_ref())
 }
 
-pub(super) fn has_controller(machine: &Machine) -> bool {
-    machine
-        .owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true))
+/// No controller owns the Machine and it is not being deleted: a control plane takes it over.
+pub(super) fn adoptable(machine: &Machine) -> bool {
+    machine.meta().deletion_timestamp.is_none()
+        && !machine
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true))
 }
 
 /// Lists the cluster's control-plane Machines (from the watch-fed copy, which shows every creation and
@@ -94,7 +96,7 @@ pub(super) async fn gather(
     for machine in listed {
         if owned_by(&machine, kcp) {
             owned.insert(machine.name_any(), machine);
-        } else if !has_controller(&machine) && machine.meta().deletion_timestamp.is_none() {
+        } else if adoptable(&machine) {
             let adopted = adopt(&machines, kcp, machine).await?;
             owned.insert(adopted.name_any(), adopted);
         }
@@ -269,6 +271,19 @@ pub(super) fn view(
     }
 }
 
+/// The served resource of `kind` in API `group`, `None` when the group or kind is not served.
+pub(super) async fn discover(
+    client: &kube::Client,
+    group: &str,
+    kind: &str,
+) -> Result<Option<ApiResource>, kube::Error> {
+    match discovery::group(client, group).await {
+        Ok(group) => Ok(group.recommended_kind(kind).map(|(resource, _)| resource)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// How long a discovered API resource is trusted before discovery runs again (a CRD may change its
 /// served versions).
 const DISCOVERY_TTL: std::time::Duration = std::time::Duration::from_secs(600);
@@ -293,11 +308,7 @@ impl Resources {
         {
             return Ok(Some(resource.clone()));
         }
-        let found = match discovery::group(&ctx.client, group).await {
-            Ok(group) => group.recommended_kind(kind).map(|(resource, _)| resource),
-            Err(kube::Error::Api(e)) if e.code == 404 => None,
-            Err(e) => return Err(e.into()),
-        };
+        let found = discover(&ctx.client, group, kind).await?;
         if let Some(resource) = &found {
             self.lock()
                 .insert(key, (std::time::Instant::now(), resource.clone()));

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::{Resource, ResourceExt, discovery};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::conditions::types::{ETCD_CLUSTER_HEALTHY, ETCD_MEMBERSHIP_SETTLED};
@@ -15,13 +15,13 @@ use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, REMEDIATION_IN_PROGRESS_ANNOTATION,
 };
 
-use super::machines::{has_controller, owned_by, view};
+use super::machines::{adoptable, discover, owned_by, view};
 use super::owner_cluster;
 use crate::desired::{DesiredError, DesiredState};
 use crate::endpoints::Component;
 use crate::machine_conditions::ETCD_MEMBER_HEALTHY;
 use crate::machines::{ControlPlaneMachine, Health, MachineHealth};
-use crate::preview::{Input, Preview, preview};
+use crate::preview::{Preview, preview};
 
 /// Why there is no preview.
 #[derive(Debug, thiserror::Error)]
@@ -125,13 +125,13 @@ pub async fn read(
     } else {
         Vec::new()
     };
-    let mut preview = preview(Input {
+    let observed = crate::plan::Observed {
         desired: &desired,
         machines: &machines,
         failure_domains: &failure_domains,
         etcd_refuses_member: None,
-        now: Timestamp::now(),
-    });
+    };
+    let mut preview = preview(observed, Timestamp::now());
     if let Some(live) = &live {
         preview.reported = reported_holds(live, cluster.as_ref());
     }
@@ -185,8 +185,7 @@ async fn machines(
     let mut resources = BTreeMap::new();
     let mut seen = Vec::new();
     for machine in listed {
-        let adoptable = !has_controller(&machine) && machine.meta().deletion_timestamp.is_none();
-        if !owned_by(&machine, kcp) && !adoptable {
+        if !owned_by(&machine, kcp) && !adoptable(&machine) {
             continue;
         }
         let config = match &machine.spec.bootstrap.config_ref {
@@ -198,13 +197,7 @@ async fn machines(
         let reference = &machine.spec.infrastructure_ref;
         let key = (reference.api_group.clone(), reference.kind.clone());
         if !resources.contains_key(&key) {
-            let found = match discovery::group(client, &reference.api_group).await {
-                Ok(group) => group
-                    .recommended_kind(&reference.kind)
-                    .map(|(resource, _)| resource),
-                Err(kube::Error::Api(e)) if e.code == 404 => None,
-                Err(e) => return Err(e.into()),
-            };
+            let found = discover(client, &reference.api_group, &reference.kind).await?;
             resources.insert(key.clone(), found);
         }
         let infrastructure = match &resources[&key] {

@@ -32,13 +32,15 @@ fn machine(name: &str, age: i64, domain: &str, template: &str) -> ControlPlaneMa
 
 fn run(desired: &DesiredState, machines: &[ControlPlaneMachine], domains: &[&str]) -> Preview {
     let domains: Vec<String> = domains.iter().map(|d| d.to_string()).collect();
-    preview(Input {
-        desired,
-        machines,
-        failure_domains: &domains,
-        etcd_refuses_member: None,
-        now: now(),
-    })
+    preview(
+        Observed {
+            desired,
+            machines,
+            failure_domains: &domains,
+            etcd_refuses_member: None,
+        },
+        now(),
+    )
 }
 
 /// The steps as `+name@domain` and `-name`.
