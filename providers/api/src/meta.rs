@@ -133,6 +133,21 @@ pub const ETCD_SNAPSHOT_MEMBER_ANNOTATION: &str =
     "controlplane.cluster.x-k8s.io/etcd-snapshot-member";
 pub const ETCD_SNAPSHOT_REVISION_ANNOTATION: &str =
     "controlplane.cluster.x-k8s.io/etcd-snapshot-revision";
+/// Annotation on the KubeadmControlPlane: restore stacked etcd from a snapshot the controller took,
+/// `secret/<name>` (a snapshot Secret of this cluster) or `file:<path>` (under the manager's
+/// `--etcd-snapshot-dir`). The controller replaces every control-plane machine with one that restores
+/// it, then removes the annotation.
+pub const ETCD_RESTORE_FROM_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-restore-from";
+/// Annotation the controller keeps on the KubeadmControlPlane after a restore: when it finished, and
+/// from what.
+pub const ETCD_RESTORED_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-restored";
+/// Annotation on the KubeadmConfig (and Machine) of the machine that restores etcd: the Secret holding
+/// the snapshot. The bootstrap provider renders `kubeadm init` for it, with the snapshot restored into
+/// etcd's data directory first, even though the cluster was initialized before.
+pub const ETCD_RESTORE_SNAPSHOT_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-restore-snapshot";
+/// Key of the restore Secret: the snapshot, gzip-compressed, as base64 text (cloud-init's `gz+b64`).
+pub const ETCD_RESTORE_SECRET_KEY: &str = "snapshot.db.gz.b64";
 /// Type of the Secrets that hold etcd snapshots.
 pub const ETCD_SNAPSHOT_SECRET_TYPE: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
 /// Type of Secrets written by Cluster API providers.

@@ -61,6 +61,8 @@ pub const KEYS: &[Key] = &[
     key(&[ETCD_SNAPSHOT_SCHEDULE_ANNOTATION], "annotation", ControlPlane, "you", "daily snapshot time `\"HH:MM\"` (UTC, default `03:00`) or `\"disabled\"`"),
     key(&[ETCD_SNAPSHOT_TARGET_ANNOTATION], "annotation", ControlPlane, "you", "`\"secret\"` (a Secret per snapshot) or `\"dir\"` (`--etcd-snapshot-dir`, the default when the manager has one)"),
     key(&[ETCD_LAST_SNAPSHOT_ANNOTATION], "annotation", ControlPlane, "we", "time of the last snapshot and where it went (a path, `secret/<name>` or `refused`); the schedule's clock"),
+    key(&[ETCD_RESTORE_FROM_ANNOTATION], "annotation", ControlPlane, "you", "restore stacked etcd from `secret/<name>` or `file:<path>` ([restore](../how-to/restore-etcd.md)); removed when done"),
+    key(&[ETCD_RESTORED_ANNOTATION], "annotation", ControlPlane, "we", "when the last restore finished, and from what"),
     key(&[REMEDIATION_IN_PROGRESS_ANNOTATION], "annotation", ControlPlane, "we", "the remediation under way (JSON: machine, timestamp, retryCount, in Cluster API's shape), until the replacement exists"),
     key(&[CLUSTER_NAME_LABEL], "label", ControlPlane, "read", "the Cluster, where the owner reference is missing (deletion, the status selector)"),
     key(&[CONVERSION_DATA_ANNOTATION], "annotation", ControlPlane, "we", "on a v1beta1 read: the v1beta2 form (e.g. `status.etcd`) v1beta1 has no field for"),
@@ -72,6 +74,7 @@ pub const KEYS: &[Key] = &[
     key(&[REMEDIATE_MACHINE_ANNOTATION], "annotation", Machine, "you, or we", "replace this machine ([remediation](../how-to/remediate-machines.md)); we set it on a machine whose stuck or never-started etcd member we removed"),
     key(&[REMEDIATION_FOR_ANNOTATION], "annotation", Machine, "we", "on a replacement: the remediation it completes, so a failure within `minHealthyPeriodSeconds` counts as a retry"),
     key(&[DELETE_MACHINE_ANNOTATION], "annotation", Machine, "you", "remove this machine first when scaling down (outdated ones among them first)"),
+    key(&[ETCD_RESTORE_SNAPSHOT_ANNOTATION], "annotation", Machine, "we", "the machine that restores etcd, and the Secret with the snapshot (also on its KubeadmConfig, where the bootstrap provider reads it)"),
     key(&[CLEANUP_HOOK_ANNOTATION], "annotation (hook)", Machine, "we", "with stacked etcd: holds the Machine's deletion until its etcd member is removed"),
     key(&[PRE_TERMINATE_HOOK_PREFIX], "annotation prefix (hooks)", Machine, "read", "other controllers' pre-terminate hooks (`<prefix>/<name>`): from Kubernetes 1.31 on, a deleting machine's etcd member is removed only once they are gone, so that they still find a working kubelet and etcd (as Cluster API)"),
     key(&[CLONED_FROM_NAME_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION], "annotation", Other("infrastructure machine"), "we", "the template it was cloned from; a different template makes it outdated"),
@@ -86,6 +89,7 @@ pub const KEYS: &[Key] = &[
     key(&[CLUSTER_SECRET_TYPE], "Secret type", Other("data, certificate and kubeconfig Secrets"), "we", "Cluster API's type of provider Secrets"),
     key(&[ETCD_SNAPSHOT_LABEL], "label; Secret type", Other("snapshot Secrets"), "we", "the cluster name (label), to list and prune them"),
     key(&[ETCD_SNAPSHOT_SIZE_ANNOTATION, ETCD_SNAPSHOT_MEMBER_ANNOTATION, ETCD_SNAPSHOT_REVISION_ANNOTATION], "annotation", Other("snapshot Secrets"), "we", "uncompressed bytes, source member, its revision"),
+    key(&[ETCD_RESTORE_SECRET_KEY], "Secret key", Other("the restore Secret `<cluster>-etcd-restore`"), "we", "the snapshot being restored, gzip + base64; deleted when the restore is done"),
     key(&[WATCH_FILTER_LABEL], "label", Other("every watched object"), "you", "with `--watch-filter VALUE`, only objects with this value are reconciled"),
     key(&[CONVERSION_DATA_ANNOTATION, V1BETA1_DATA_ANNOTATION], "annotation", Other("our kinds"), "we (conversion webhook)", "what one version cannot hold, kept for the round trip"),
     key(&[TOPOLOGY_DRY_RUN_ANNOTATION], "annotation", Other("KubeadmConfigTemplate"), "the topology controller; read", "its dry runs get the defaults older releases wrote"),
@@ -144,6 +148,7 @@ pub const CONTROL_PLANE_CONDITIONS: &[Condition] = &[
     Condition { true_also: "(the latter with external etcd)", ..condition(&[types::ETCD_CLUSTER_HEALTHY], &[reasons::HEALTHY, reasons::EXTERNAL], &[reasons::NOT_HEALTHY], "per machine: the member, an alarm, a refused certificate, …") },
     condition(&[types::ETCD_MEMBERSHIP_SETTLED], &[reasons::SETTLED], &[reasons::WAITING, reasons::CHANGING, reasons::ETCD_NOT_OBSERVABLE, reasons::ETCD_CERTIFICATE_REFUSED], "what the membership waits for, e.g. `alarm NOSPACE on member <id> (<node>)`"),
     condition(&[types::ETCD_SNAPSHOT_TAKEN], &[reasons::TAKEN], &[reasons::TOO_LARGE_FOR_SECRET], "why the last scheduled snapshot was not kept"),
+    condition(&[types::ETCD_RESTORED], &[reasons::RESTORED], &[reasons::RESTORING, reasons::RESTORE_REFUSED], "the step a restore is at, or why it is refused"),
 ];
 
 /// Why a scale or rollout step waits: the preflight checks in the order they are tried.

@@ -24,6 +24,7 @@ pub mod plan;
 pub mod preflight;
 pub mod preview;
 pub mod remediation;
+pub mod restore;
 pub mod selection;
 pub mod up_to_date;
 pub mod webhooks;

@@ -95,6 +95,11 @@ pub const BOOTSTRAP_FILE_PATHS: [&str; 5] = [
     "/etc/kubeadm.sh",
 ];
 
+/// On a control-plane machine that restores etcd: the snapshot (written from the restore Secret) and the
+/// script that restores it into etcd's data directory before `kubeadm init`.
+pub const ETCD_RESTORE_SNAPSHOT_PATH: &str = "/run/cluster-api/etcd-snapshot.db";
+pub const ETCD_RESTORE_SCRIPT_PATH: &str = "/run/cluster-api/etcd-restore.sh";
+
 fn non_empty(value: &Option<String>) -> bool {
     value.as_deref().is_some_and(|v| !v.is_empty())
 }

@@ -29,6 +29,8 @@ pub mod types {
     pub const ETCD_MEMBERSHIP_SETTLED: &str = "EtcdMembershipSettled";
     /// The last scheduled etcd snapshot was kept.
     pub const ETCD_SNAPSHOT_TAKEN: &str = "EtcdSnapshotTaken";
+    /// A requested etcd restore finished; while it runs, the message says which step it is at.
+    pub const ETCD_RESTORED: &str = "EtcdRestored";
 }
 
 /// Conditions the control plane reports on each Machine it owns.
@@ -97,6 +99,10 @@ pub mod reasons {
     pub const CHANGING: &str = "Changing";
     pub const TAKEN: &str = "Taken";
     pub const TOO_LARGE_FOR_SECRET: &str = "TooLargeForSecret";
+    /// `EtcdRestored`.
+    pub const RESTORED: &str = "Restored";
+    pub const RESTORING: &str = "Restoring";
+    pub const RESTORE_REFUSED: &str = "RestoreRefused";
     /// etcd could not be looked at (no member list from any client URL).
     pub const ETCD_NOT_OBSERVABLE: &str = "EtcdNotObservable";
     /// etcd refused the controller's client certificate, or the controller refused a member's.

@@ -110,6 +110,33 @@ pub const ETCD_SNAPSHOT_REFUSED: EventReason = EventReason {
     actions: RECONCILE,
     when: "a snapshot is too large for a Secret",
 };
+/// The steps of an etcd restore, each its own Event series.
+pub mod restore_actions {
+    pub const STAGE_SNAPSHOT: &str = "StageSnapshot";
+    pub const DELETE_MACHINES: &str = "DeleteMachines";
+    pub const RELEASE_HOOKS: &str = "ReleaseHooks";
+    pub const CREATE_MACHINE: &str = "CreateMachine";
+    pub const FINISH: &str = "FinishRestore";
+}
+
+pub const ETCD_RESTORE: EventReason = EventReason {
+    reason: "EtcdRestore",
+    severity: Normal,
+    actions: &[
+        restore_actions::STAGE_SNAPSHOT,
+        restore_actions::DELETE_MACHINES,
+        restore_actions::RELEASE_HOOKS,
+        restore_actions::CREATE_MACHINE,
+        restore_actions::FINISH,
+    ],
+    when: "a step of an etcd restore: the snapshot checked and staged, the old machines deleted, the restoring machine created, the restore finished",
+};
+pub const ETCD_RESTORE_REFUSED: EventReason = EventReason {
+    reason: "EtcdRestoreRefused",
+    severity: Warning,
+    actions: RECONCILE,
+    when: "a requested etcd restore cannot be done safely; the note says why",
+};
 pub const MACHINE_REMEDIATED: EventReason = EventReason {
     reason: "MachineRemediated",
     severity: Normal,
@@ -151,6 +178,8 @@ pub const ALL: &[EventReason] = &[
     ETCD_MEMBERSHIP_CHANGED,
     ETCD_MAINTENANCE,
     ETCD_SNAPSHOT_REFUSED,
+    ETCD_RESTORE,
+    ETCD_RESTORE_REFUSED,
     MACHINE_REMEDIATED,
     REMEDIATION_BLOCKED,
     ADDON_UPDATED,

@@ -382,7 +382,9 @@ async fn reconcile_config(config: Arc<KubeadmConfig>, ctx: &Context) -> Result<A
     }
 
     let control_plane = facts.owner.is_control_plane();
-    let role = if control_plane_initialized(&facts.cluster) {
+    // The machine that restores etcd runs `kubeadm init` on a cluster that was initialized before.
+    let restores_etcd = control_plane && restore_snapshot(&facts.config).is_some();
+    let role = if control_plane_initialized(&facts.cluster) && !restores_etcd {
         if control_plane {
             // Initialized: whoever held the init lock is done with it.
             init_lock::release(&ctx.client, &facts.namespace, &facts.cluster.name_any()).await?;
@@ -498,7 +500,12 @@ async fn bootstrap(
         Err(e) => return Err(e.into()),
     };
 
-    let mut spec = facts.config.spec.clone();
+    let mut spec = match restore_snapshot(&facts.config) {
+        Some(secret) if role == Role::Init => {
+            render::etcd_restore::with_etcd_restore(&facts.config.spec, secret)
+        }
+        _ => facts.config.spec.clone(),
+    };
     let join = match role {
         Role::Init => None,
         Role::ControlPlaneJoin | Role::WorkerJoin => {
@@ -734,6 +741,16 @@ fn infrastructure_provisioned(cluster: &Cluster) -> bool {
         .and_then(|s| s.initialization.as_ref())
         .and_then(|i| i.infrastructure_provisioned)
         == Some(true)
+}
+
+/// The Secret with the etcd snapshot a restoring control-plane machine restores, from the control
+/// plane's [`ETCD_RESTORE_SNAPSHOT_ANNOTATION`](render::etcd_restore::ETCD_RESTORE_SNAPSHOT_ANNOTATION).
+fn restore_snapshot(config: &KubeadmConfig) -> Option<&str> {
+    config
+        .annotations()
+        .get(render::etcd_restore::ETCD_RESTORE_SNAPSHOT_ANNOTATION)
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
 }
 
 fn control_plane_initialized(cluster: &Cluster) -> bool {

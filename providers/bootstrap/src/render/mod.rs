@@ -9,6 +9,7 @@ use kubeadm_api::cluster::v1beta2::{Cluster, NetworkRanges};
 
 pub mod cloudinit;
 mod discovery;
+pub mod etcd_restore;
 pub mod ignition;
 pub mod kubeadm;
 pub mod version;

@@ -108,6 +108,10 @@ pub fn secrets() -> BTreeMap<(String, String), String> {
             ("prod-eu1-breakglass".into(), "hash".into()),
             "$6$rounds=4096$saltsalt$FakeHashForTestsOnly".into(),
         ),
+        (
+            ("prod-eu1-etcd-restore".into(), "snapshot.db.gz.b64".into()),
+            "H4sIAAAAAAACA8vLL1FIVCjOSywozsgvAQDovhXrDgAAAA==".into(),
+        ),
     ])
 }
 

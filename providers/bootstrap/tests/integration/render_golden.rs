@@ -104,6 +104,17 @@ fn config_with_empty_spec_renders_with_defaults() {
     );
 }
 
+/// The machine that restores etcd (see `render::etcd_restore`): the snapshot from the restore Secret and
+/// the script, run last before `kubeadm init`, with etcd's data directory check ignored.
+#[test]
+fn etcd_restore_runs_before_kubeadm_init() {
+    let spec = kubeadm_bootstrap::render::etcd_restore::with_etcd_restore(
+        &KubeadmConfigSpec::default(),
+        "prod-eu1-etcd-restore",
+    );
+    check_golden_of("etcd-restore-", &spec, Role::Init, V1BETA4_VERSION);
+}
+
 /// Kubeconfig-file discovery instead of a bootstrap token: the kubeconfig described in the spec is written
 /// to `kubeConfigPath`, its server and CA completed from the Cluster (as CABPK does).
 #[test]

@@ -1,0 +1,145 @@
+//! The bootstrap data of a control-plane machine that restores etcd from a snapshot (the control plane
+//! marks its KubeadmConfig with [`ETCD_RESTORE_SNAPSHOT_ANNOTATION`]): `kubeadm init`, with the snapshot
+//! restored into etcd's data directory first. Added to the spec at render time, so that the
+//! KubeadmConfig itself stays what the control plane's template says (and the machine up to date).
+
+use kubeadm_api::bootstrap::v1beta2::{
+    Encoding, File, FileSource, KubeadmConfigSpec, SecretFileSource,
+};
+pub use kubeadm_api::bootstrap::validation::{
+    ETCD_RESTORE_SCRIPT_PATH, ETCD_RESTORE_SNAPSHOT_PATH,
+};
+pub use kubeadm_api::meta::{ETCD_RESTORE_SECRET_KEY, ETCD_RESTORE_SNAPSHOT_ANNOTATION};
+
+/// kubeadm's default etcd data directory.
+const DEFAULT_DATA_DIR: &str = "/var/lib/etcd";
+
+/// The restore script. It asks kubeadm for the etcd manifest it would write on this node, so that the
+/// restored member gets the name, peer URL and data directory etcd will run with; removes the manifest
+/// again for `kubeadm init` to write; and restores with `etcdutl` (from PATH, else from kubeadm's etcd
+/// image through containerd), its revision bumped where etcdutl can (3.5.13+). A data directory that
+/// already holds a member is never overwritten.
+const SCRIPT: &str = r#"#!/bin/sh
+# Restores the etcd snapshot this machine was made with into etcd's data directory, before
+# `kubeadm init` starts etcd: a new one-member etcd cluster holding the snapshot's data.
+set -eu
+snapshot=__SNAPSHOT__
+manifest=/etc/kubernetes/manifests/etcd.yaml
+kubeadm init phase etcd local --config /run/kubeadm/kubeadm.yaml
+flag() { sed -n "s/^ *- --$1=//p" "$manifest" | head -n 1; }
+name=$(flag name)
+peer=$(flag initial-advertise-peer-urls)
+data=$(flag data-dir)
+image=$(sed -n 's/^ *image: *//p' "$manifest" | head -n 1)
+rm -f "$manifest"
+if [ -e "$data/member" ]; then
+  echo "etcd restore: $data already holds an etcd member; not restoring over it" >&2
+  exit 1
+fi
+if command -v etcdutl >/dev/null 2>&1; then
+  run() { etcdutl "$@"; }
+else
+  # etcdutl from the etcd image kubeadm runs, through containerd.
+  ctr -n k8s.io images pull "$image" >/dev/null
+  run() {
+    ctr -n k8s.io run --rm \
+      --mount "type=bind,src=$(dirname "$snapshot"),dst=$(dirname "$snapshot"),options=rbind:ro" \
+      --mount "type=bind,src=$(dirname "$data"),dst=$(dirname "$data"),options=rbind:rw" \
+      "$image" "etcd-restore-$$-$#" etcdutl "$@"
+  }
+fi
+set -- snapshot restore "$snapshot" --name "$name" --initial-cluster "$name=$peer" \
+  --initial-advertise-peer-urls "$peer" --data-dir "$data"
+# Clients of the lost cluster watch from newer revisions: start far past them, marked compacted, so
+# that every watch and cache lists again instead of waiting for revisions that never come.
+if run snapshot restore --help 2>&1 | grep -q -e --bump-revision; then
+  set -- "$@" --bump-revision 1000000000 --mark-compacted
+fi
+run "$@"
+rm -f "$snapshot"
+"#;
+
+/// `spec` with what restores the snapshot in Secret `secret`: the snapshot and the script as files, the
+/// script as the last command before kubeadm (after the user's, which may e.g. install etcdutl), and
+/// kubeadm's preflight told that etcd's data directory is expected to be in use.
+pub fn with_etcd_restore(spec: &KubeadmConfigSpec, secret: &str) -> KubeadmConfigSpec {
+    let mut spec = spec.clone();
+    spec.files.push(File {
+        path: ETCD_RESTORE_SNAPSHOT_PATH.to_owned(),
+        owner: Some("root:root".to_owned()),
+        permissions: Some("0600".to_owned()),
+        encoding: Some(Encoding::GzipBase64),
+        content_from: FileSource {
+            secret: SecretFileSource {
+                name: secret.to_owned(),
+                key: ETCD_RESTORE_SECRET_KEY.to_owned(),
+            },
+        },
+        ..File::default()
+    });
+    spec.files.push(File {
+        path: ETCD_RESTORE_SCRIPT_PATH.to_owned(),
+        owner: Some("root:root".to_owned()),
+        permissions: Some("0700".to_owned()),
+        content: Some(SCRIPT.replace("__SNAPSHOT__", ETCD_RESTORE_SNAPSHOT_PATH)),
+        ..File::default()
+    });
+    spec.pre_kubeadm_commands
+        .push(format!("/bin/sh {ETCD_RESTORE_SCRIPT_PATH}"));
+    let data_dir = spec
+        .cluster_configuration
+        .etcd
+        .local
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| DEFAULT_DATA_DIR.to_owned());
+    // kubeadm names the check after the path, `/` turned into `-`.
+    let check = format!("DirAvailable-{}", data_dir.replace('/', "-"));
+    let ignored = &mut spec
+        .init_configuration
+        .node_registration
+        .ignore_preflight_errors;
+    if !ignored.contains(&check) {
+        ignored.push(check);
+    }
+    spec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_restore_runs_last_before_kubeadm_and_its_directory_check_is_ignored() {
+        let mut spec = KubeadmConfigSpec::default();
+        spec.pre_kubeadm_commands.push("install-tools".into());
+        spec.cluster_configuration.etcd.local.data_dir = Some("/data/etcd".into());
+        let restoring = with_etcd_restore(&spec, "c1-etcd-restore");
+        assert_eq!(
+            restoring.pre_kubeadm_commands,
+            ["install-tools", "/bin/sh /run/cluster-api/etcd-restore.sh"]
+        );
+        assert_eq!(
+            restoring
+                .init_configuration
+                .node_registration
+                .ignore_preflight_errors,
+            ["DirAvailable--data-etcd"]
+        );
+        let snapshot = &restoring.files[0];
+        assert_eq!(snapshot.path, ETCD_RESTORE_SNAPSHOT_PATH);
+        assert_eq!(snapshot.encoding, Some(Encoding::GzipBase64));
+        assert_eq!(snapshot.content_from.secret.name, "c1-etcd-restore");
+        let script = restoring.files[1].content.as_deref().unwrap();
+        assert!(script.contains("snapshot=/run/cluster-api/etcd-snapshot.db\n"));
+        // Rendering twice (a retried render) does not list the check twice.
+        let again = with_etcd_restore(&restoring, "c1-etcd-restore");
+        assert_eq!(
+            again
+                .init_configuration
+                .node_registration
+                .ignore_preflight_errors,
+            ["DirAvailable--data-etcd"]
+        );
+    }
+}
