@@ -32,6 +32,9 @@ pub struct BootPlan {
     /// Path on the node → content (decoded).
     pub files: BTreeMap<String, String>,
     pub kubeadm: KubeadmCommand,
+    /// A command before kubeadm runs the etcd restore script
+    /// ([`ETCD_RESTORE_SCRIPT_PATH`](kubeadm_api::bootstrap::validation::ETCD_RESTORE_SCRIPT_PATH)).
+    pub restores_etcd: bool,
 }
 
 impl BootPlan {
@@ -123,7 +126,17 @@ pub fn parse(data: &str) -> Result<BootPlan, BootDataError> {
         .find_map(|line| kubeadm_command(&line).transpose())
         .transpose()?
         .ok_or(BootDataError::NoKubeadmCommand)?;
-    Ok(BootPlan { files, kubeadm })
+    let restores_etcd = config
+        .runcmd
+        .iter()
+        .filter_map(command_line)
+        .take_while(|line| kubeadm_command(line).ok().flatten().is_none())
+        .any(|line| line.contains(kubeadm_api::bootstrap::validation::ETCD_RESTORE_SCRIPT_PATH));
+    Ok(BootPlan {
+        files,
+        kubeadm,
+        restores_etcd,
+    })
 }
 
 /// A runcmd entry as one command line: a string, or a list of arguments.
@@ -232,6 +245,17 @@ mod tests {
                 config: "/run/kubeadm/kubeadm-join-config.yaml".into()
             }
         );
+    }
+
+    #[test]
+    fn the_etcd_restore_is_one_of_the_commands_before_kubeadm() {
+        let restore = "- /bin/sh /run/cluster-api/etcd-restore.sh\n";
+        let init = "- kubeadm init --config /run/kubeadm/kubeadm.yaml\n";
+        let before = format!("#cloud-config\nruncmd:\n- swapoff -a\n{restore}{init}");
+        assert!(parse(&before).unwrap().restores_etcd);
+        let after = format!("#cloud-config\nruncmd:\n{init}{restore}");
+        assert!(!parse(&after).unwrap().restores_etcd);
+        assert!(!parse(INIT).unwrap().restores_etcd);
     }
 
     #[test]

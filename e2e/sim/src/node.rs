@@ -351,6 +351,19 @@ async fn control_plane(
     let data_dir = req.dir.join("etcd-data");
     // The same releases as the management plane: etcd 3.6 where built, else Debian's 3.4.
     let binaries = testenv::binaries::management().map_err(|e| BootError::Etcd(e.to_string()))?;
+    let restores = plan.restores_etcd && upload.is_some();
+    let data_dir = if restores {
+        // Where the kubeadm manifest below puts it, as kubeadm's would.
+        let manifests = rootfs.join("etc/kubernetes/manifests");
+        let kubeadm = format!(
+            "#!/bin/sh\nmkdir -p {dir}\ncat > {dir}/etcd.yaml <<EOF\nspec:\n  containers:\n  - command:\n    - etcd\n    - --name={name}\n    - --initial-advertise-peer-urls={peer_url}\n    - --data-dir=/var/lib/etcd\n    image: registry.k8s.io/etcd:simulated\nEOF\n",
+            dir = manifests.display(),
+        );
+        restore_etcd(req, plan, rootfs, &kubeadm, binaries.legacy)?;
+        rootfs.join("var/lib/etcd")
+    } else {
+        data_dir
+    };
     let mut cmd = Command::new(&binaries.etcd);
     let mut flags: BTreeMap<String, String> = [
         ("name", name.clone()),
@@ -537,6 +550,88 @@ const LOCAL_ETCD_FLAGS: [&str; 9] = [
 
 fn io(e: std::io::Error) -> BootError {
     BootError::Io(e.to_string())
+}
+
+/// Runs the bootstrap data's etcd restore script as the node would before `kubeadm init`, with the
+/// node's paths under its root folder: `kubeadm` is `kubeadm_shim` (real kubeadm on the node's root, or
+/// one that writes the manifest the imitation starts etcd with), `etcdutl` the real one (etcd 3.4:
+/// `etcdctl snapshot restore`, which takes the same flags) with absolute paths taken as the node's. The
+/// snapshot is the one cloud-init would write, decoded from the bootstrap data.
+pub(crate) fn restore_etcd(
+    req: &BootRequest,
+    plan: &BootPlan,
+    rootfs: &Path,
+    kubeadm_shim: &str,
+    legacy: bool,
+) -> Result<(), BootError> {
+    use base64::Engine;
+    use kubeadm_api::bootstrap::validation::{
+        ETCD_RESTORE_SCRIPT_PATH, ETCD_RESTORE_SNAPSHOT_PATH,
+    };
+    use std::io::Read;
+    let failed =
+        |what: &str, e: &dyn std::fmt::Display| BootError::Etcd(format!("restore: {what}: {e}"));
+    let encoded = plan.file(ETCD_RESTORE_SNAPSHOT_PATH)?;
+    let compressed = base64::engine::general_purpose::STANDARD
+        .decode(encoded.split_whitespace().collect::<String>())
+        .map_err(|e| failed("the snapshot is not base64", &e))?;
+    let mut snapshot = Vec::new();
+    flate2::read::GzDecoder::new(compressed.as_slice())
+        .read_to_end(&mut snapshot)
+        .map_err(|e| failed("the snapshot is not gzip", &e))?;
+    let on_node = |path: &str| rootfs.join(path.trim_start_matches('/'));
+    std::fs::write(on_node(ETCD_RESTORE_SNAPSHOT_PATH), &snapshot)
+        .map_err(|e| failed("write the snapshot", &e))?;
+    let root = rootfs.display().to_string();
+    // The files the script reads and writes itself; kubeadm's configuration is read by kubeadm.
+    let script = plan
+        .file(ETCD_RESTORE_SCRIPT_PATH)?
+        .replace("/run/cluster-api/", &format!("{root}/run/cluster-api/"))
+        .replace(
+            "/etc/kubernetes/manifests/",
+            &format!("{root}/etc/kubernetes/manifests/"),
+        );
+    let etcdutl = if legacy {
+        let etcdctl = testenv::binaries::etcdctl().map_err(|e| failed("etcdctl", &e))?;
+        format!("ETCDCTL_API=3 exec {}", etcdctl.display())
+    } else {
+        let etcdutl = testenv::binaries::etcdutl_current().map_err(|e| failed("etcdutl", &e))?;
+        format!("exec {}", etcdutl.display())
+    };
+    let etcdutl = format!(
+        "#!/bin/sh\nfor arg; do\n  shift\n  case \"$arg\" in\n    {root}/*) ;;\n    /*) arg=\"{root}$arg\" ;;\n  esac\n  set -- \"$@\" \"$arg\"\ndone\n{etcdutl} \"$@\"\n"
+    );
+    let bin = req.dir.join("restore-bin");
+    std::fs::create_dir_all(&bin).map_err(|e| failed("create its PATH", &e))?;
+    for (tool, text) in [("kubeadm", kubeadm_shim), ("etcdutl", etcdutl.as_str())] {
+        use std::os::unix::fs::PermissionsExt;
+        let path = bin.join(tool);
+        std::fs::write(&path, text).map_err(|e| failed(tool, &e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| failed(tool, &e))?;
+    }
+    let script_path = on_node(ETCD_RESTORE_SCRIPT_PATH);
+    std::fs::write(&script_path, script).map_err(|e| failed("write the script", &e))?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new("/bin/sh")
+        .arg(&script_path)
+        .env("PATH", path)
+        .output()
+        .map_err(|e| failed("run the script", &e))?;
+    let log = [output.stdout.as_slice(), output.stderr.as_slice()].concat();
+    let _ = std::fs::write(req.dir.join("etcd-restore.log"), &log);
+    if !output.status.success() {
+        return Err(failed(
+            &format!("the script exited with {}", output.status),
+            &String::from_utf8_lossy(&log),
+        ));
+    }
+    tracing::info!(bytes = snapshot.len(), "etcd restored from the snapshot");
+    Ok(())
 }
 
 fn write_files(rootfs: &Path, files: &BTreeMap<String, String>) -> Result<(), BootError> {

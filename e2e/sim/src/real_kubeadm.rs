@@ -174,16 +174,28 @@ pub async fn init(
     rootfs: &Path,
 ) -> Result<Node, BootError> {
     let kubeadm = Kubeadm::new(req, plan, netns, rootfs)?;
+    let binaries = testenv::binaries::management().map_err(|e| BootError::Etcd(e.to_string()))?;
     kubeadm
-        .init_phases(&[
-            &["certs", "all"],
-            &["kubeconfig", "all"],
-            &["etcd", "local"],
-            &["control-plane", "all"],
-        ])
+        .init_phases(&[&["certs", "all"], &["kubeconfig", "all"]])
+        .await?;
+    if plan.restores_etcd {
+        // The restore script asks this kubeadm, on the node, for the etcd manifest it would write.
+        let shim = kubeadm.netns.command(&kubeadm.binary);
+        let line: Vec<String> = std::iter::once(shim.get_program())
+            .chain(shim.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let shim = format!(
+            "#!/bin/sh\nexec {} \"$@\" --rootfs {} --v=1\n",
+            line.join(" "),
+            rootfs.display()
+        );
+        node::restore_etcd(req, plan, rootfs, &shim, binaries.legacy)?;
+    }
+    kubeadm
+        .init_phases(&[&["etcd", "local"], &["control-plane", "all"]])
         .await?;
     let mut pods = StaticPods::new(rootfs, &req.dir);
-    let binaries = testenv::binaries::management().map_err(|e| BootError::Etcd(e.to_string()))?;
     let ip = netns.ip();
     let access = node::etcd_access(plan)?;
     let client_url = format!("https://{ip}:{ETCD_CLIENT_PORT}");

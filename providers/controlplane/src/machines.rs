@@ -72,6 +72,9 @@ pub struct ControlPlaneMachine {
     pub addresses: Vec<String>,
     /// The Machine carries [`CLEANUP_HOOK_ANNOTATION`](kubeadm_api::meta::CLEANUP_HOOK_ANNOTATION).
     pub has_cleanup_hook: bool,
+    /// The Machine restores etcd from a snapshot
+    /// ([`ETCD_RESTORE_SNAPSHOT_ANNOTATION`](kubeadm_api::meta::ETCD_RESTORE_SNAPSHOT_ANNOTATION)).
+    pub restores_etcd: bool,
     /// Being deleted, and Cluster API's Machine controller has not reached the pre-terminate hooks yet
     /// (its `Deleting` condition does not say `WaitingForPreTerminateHook`).
     pub draining: bool,

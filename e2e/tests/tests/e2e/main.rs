@@ -10,5 +10,6 @@ mod clusterctl_move;
 mod clusterctl_upgrade;
 mod peer;
 mod quickstart;
+mod restore;
 mod scenarios;
 mod template;

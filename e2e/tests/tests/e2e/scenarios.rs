@@ -15,7 +15,7 @@ use kubeadm_api::cluster::v1beta2::MachineDeployment;
 
 /// Bound on one scaling step: each join takes an etcd learner, its promotion and an apiserver start.
 /// `E2E_STEP_TIMEOUT` (seconds) stretches or shortens it.
-fn step_timeout() -> Duration {
+pub(crate) fn step_timeout() -> Duration {
     std::env::var("E2E_STEP_TIMEOUT")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -33,7 +33,7 @@ fn vars(cluster: &str, control_planes: u32, workers: u32) -> BTreeMap<&'static s
     .into()
 }
 
-async fn control_plane_machine_names(env: &Env, cluster: &str) -> Vec<String> {
+pub(crate) async fn control_plane_machine_names(env: &Env, cluster: &str) -> Vec<String> {
     env.machines(cluster)
         .await
         .into_iter()
@@ -135,7 +135,7 @@ async fn assert_static_pods_come_from_kubeadm(env: &Env, cluster: &str) {
 }
 
 /// Every sample kept a majority of voters answering and had at most one learner.
-fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
+pub(crate) fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
     let samples = watch.samples();
     assert!(!samples.is_empty(), "{what}: etcd was never sampled");
     for s in &samples {
@@ -169,6 +169,11 @@ async fn membership_events(env: &Env, action: &str) -> usize {
 
 /// The notes of the etcd membership Events with this action.
 async fn membership_event_notes(env: &Env, action: &str) -> Vec<String> {
+    event_notes(env, "EtcdMembershipChanged", Some(action)).await
+}
+
+/// The notes of the Events with this reason (and action, when given).
+pub(crate) async fn event_notes(env: &Env, reason: &str, action: Option<&str>) -> Vec<String> {
     Api::<Event>::namespaced(env.client.clone(), NS)
         .list(&ListParams::default())
         .await
@@ -176,14 +181,14 @@ async fn membership_event_notes(env: &Env, action: &str) -> Vec<String> {
         .items
         .into_iter()
         .filter(|e| {
-            e.reason.as_deref() == Some("EtcdMembershipChanged")
-                && e.action.as_deref() == Some(action)
+            e.reason.as_deref() == Some(reason)
+                && action.is_none_or(|a| e.action.as_deref() == Some(a))
         })
         .map(|e| e.note.unwrap_or_default())
         .collect()
 }
 
-async fn stop_and_check_nothing_is_left(env: Env, mut pids: BTreeSet<u32>) {
+pub(crate) async fn stop_and_check_nothing_is_left(env: Env, mut pids: BTreeSet<u32>) {
     env.assert_no_secrets_logged().await;
     pids.extend(env.pids());
     drop(env);
@@ -975,7 +980,11 @@ fn node_health_check(cluster: &str, kcp: &str) -> String {
 
 /// Creates `cluster` with 3 control-plane machines and waits until they are its etcd voters; returns
 /// the etcd watch and the Machine whose member leads.
-async fn three_voters_and_their_leader(env: &Env, cluster: &str, kcp: &str) -> (EtcdWatch, String) {
+pub(crate) async fn three_voters_and_their_leader(
+    env: &Env,
+    cluster: &str,
+    kcp: &str,
+) -> (EtcdWatch, String) {
     let watch = apply_watched(env, cluster, 3, 0).await;
     env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
         .await;

@@ -4,7 +4,7 @@
 use kubeadm_api::meta::{
     CERTIFICATES_EXPIRY_ANNOTATION, CLEANUP_HOOK_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION,
     CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, DELETE_MACHINE_ANNOTATION,
-    REMEDIATE_MACHINE_ANNOTATION, REMEDIATION_FOR_ANNOTATION,
+    ETCD_RESTORE_SNAPSHOT_ANNOTATION, REMEDIATE_MACHINE_ANNOTATION, REMEDIATION_FOR_ANNOTATION,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -242,6 +242,9 @@ pub(super) fn view(
             .map(|s| s.addresses.iter().map(|a| a.address.clone()).collect())
             .unwrap_or_default(),
         has_cleanup_hook: machine.annotations().contains_key(CLEANUP_HOOK_ANNOTATION),
+        restores_etcd: machine
+            .annotations()
+            .contains_key(ETCD_RESTORE_SNAPSHOT_ANNOTATION),
         draining: machine.meta().deletion_timestamp.is_some()
             && !status.is_some_and(|s| {
                 s.conditions.iter().any(|c| {
@@ -326,6 +329,17 @@ impl Resources {
     }
 }
 
+/// How a new machine's node comes up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kubeadm<'a> {
+    /// `kubeadm init`: the first machine.
+    Init,
+    /// `kubeadm join --control-plane`.
+    Join,
+    /// `kubeadm init` after restoring etcd from the snapshot staged in Secret `secret`.
+    RestoreEtcd { secret: &'a str },
+}
+
 /// Creates a machine: the infrastructure machine cloned from the template, the KubeadmConfig, then the
 /// Machine that points at both. The Machine comes last, so a crash never leaves a Machine without its
 /// parts; parts without a Machine are removed by [`clean_leftovers`].
@@ -335,9 +349,10 @@ pub(super) async fn create(
     cluster: &Cluster,
     desired: &DesiredState,
     failure_domain: Option<String>,
-    init: bool,
+    kubeadm: Kubeadm<'_>,
     remediation_for: Option<&str>,
 ) -> Result<String, Error> {
+    let init = kubeadm != Kubeadm::Join;
     let namespace = kcp.namespace().unwrap_or_default();
     let cluster_name = cluster.name_any();
     let reference = &kcp.spec.machine_template.spec.infrastructure_ref;
@@ -380,7 +395,13 @@ pub(super) async fn create(
         })?;
 
     let labels = machine_labels(kcp, &cluster_name, &desired.generation);
-    let annotations = machine_annotations(kcp);
+    let mut annotations = machine_annotations(kcp);
+    if let Kubeadm::RestoreEtcd { secret } = kubeadm {
+        annotations.insert(
+            ETCD_RESTORE_SNAPSHOT_ANNOTATION.to_owned(),
+            secret.to_owned(),
+        );
+    }
     let owner = owner_reference(kcp);
     let part_owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
         controller: None,
@@ -624,7 +645,7 @@ where
         .collect())
 }
 
-async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+pub(super) async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

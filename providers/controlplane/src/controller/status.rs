@@ -365,6 +365,33 @@ impl Report {
         }
     }
 
+    /// `EtcdRestored`: the step a requested restore is at, why it is refused, or that it finished.
+    /// True when this is news (the message changed), so a refusal raises its Event once.
+    pub(super) fn etcd_restore(&mut self, step: &crate::restore::Step, source: &str) -> bool {
+        use crate::restore::Step;
+        let message = step.describe(source);
+        let before = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == types::ETCD_RESTORED)
+            .map(|c| c.message.clone());
+        let (ok, reason) = match step {
+            Step::Refuse(_) => (false, reasons::RESTORE_REFUSED),
+            Step::Finish { .. } => (true, reasons::RESTORED),
+            _ => (false, reasons::RESTORING),
+        };
+        self.condition(types::ETCD_RESTORED, ok, reason, &message);
+        before.as_deref() != Some(message.as_str())
+    }
+
+    /// No restore was asked for (or the request was withdrawn): no `EtcdRestored` condition.
+    pub(super) fn no_etcd_restore(&mut self) {
+        self.status
+            .conditions
+            .retain(|c| c.type_ != types::ETCD_RESTORED);
+    }
+
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
         set_condition(
             &mut self.status.conditions,

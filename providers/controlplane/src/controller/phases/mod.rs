@@ -5,6 +5,7 @@
 mod addons;
 mod etcd_maintenance;
 mod etcd_membership;
+mod restore;
 mod rollout_and_scale;
 mod sync_machines;
 mod unhealthy_machines;
@@ -30,6 +31,8 @@ pub(super) enum Next {
 /// A phase of the reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
+    /// A requested etcd restore, before anything else: while it runs, nothing else acts.
+    Restore,
     /// Leftovers of interrupted machine creations removed; labels and annotations propagated in place.
     SyncMachines,
     /// etcd membership changes first: they finish what an earlier step started (a join, a deletion).
@@ -45,7 +48,8 @@ pub(super) enum Phase {
 }
 
 /// Every phase, in order.
-pub(super) const PHASES: [Phase; 6] = [
+pub(super) const PHASES: [Phase; 7] = [
+    Phase::Restore,
     Phase::SyncMachines,
     Phase::EtcdMembership,
     Phase::UnhealthyMachines,
@@ -57,6 +61,7 @@ pub(super) const PHASES: [Phase; 6] = [
 impl Phase {
     pub(super) fn name(self) -> &'static str {
         match self {
+            Phase::Restore => "restore",
             Phase::SyncMachines => "sync_machines",
             Phase::EtcdMembership => "etcd_membership",
             Phase::UnhealthyMachines => "unhealthy_machines",
@@ -74,6 +79,7 @@ impl Phase {
         report: &mut Report,
     ) -> Result<Option<Next>, Error> {
         match self {
+            Phase::Restore => restore::reconcile(cp, ctx, report).await,
             Phase::SyncMachines => sync_machines::reconcile(cp, ctx).await,
             Phase::EtcdMembership => etcd_membership::reconcile(cp, ctx).await,
             Phase::UnhealthyMachines => unhealthy_machines::reconcile(cp, ctx, report).await,

@@ -86,7 +86,11 @@ async fn create_machine(
         cp.cluster,
         &cp.desired,
         failure_domain,
-        init,
+        if init {
+            machines::Kubeadm::Init
+        } else {
+            machines::Kubeadm::Join
+        },
         record.as_deref(),
     )
     .await?;

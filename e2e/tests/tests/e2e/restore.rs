@@ -1,0 +1,219 @@
+//! Restoring etcd from a snapshot the controller took, after every control-plane machine was lost.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use e2e_tests::Env;
+use e2e_tests::env::NS;
+use e2e_tests::etcd_watch::EtcdWatch;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubeadm_api::controlplane::conditions::types;
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::meta::{
+    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORED_ANNOTATION,
+    ETCD_SNAPSHOT_SCHEDULE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION,
+};
+
+use crate::scenarios::{
+    assert_membership_was_safe, control_plane_machine_names, event_notes, step_timeout,
+    stop_and_check_nothing_is_left, three_voters_and_their_leader,
+};
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// Creates ConfigMap `name` in the workload cluster's default namespace (a fresh client each time: the
+/// API servers behind the endpoint change).
+async fn write_marker(env: &Env, cluster: &str, name: &str) {
+    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, cluster)
+        .await
+        .unwrap();
+    let marker: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name, "namespace": "default" },
+        "data": { "written": "before the loss" },
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(workload, "default")
+        .create(&PostParams::default(), &marker)
+        .await
+        .unwrap();
+}
+
+async fn annotate_kcp(env: &Env, kcp: &str, annotations: serde_json::Value) {
+    Api::<KubeadmControlPlane>::namespaced(env.client.clone(), NS)
+        .patch(
+            kcp,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "metadata": { "annotations": annotations } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// Asks for a snapshot into a Secret now (a daily schedule whose last run was long ago) and waits for
+/// it; returns `secret/<name>`.
+async fn snapshot_now(env: &Env, kcp: &str) -> String {
+    annotate_kcp(
+        env,
+        kcp,
+        serde_json::json!({
+            ETCD_SNAPSHOT_TARGET_ANNOTATION: "secret",
+            ETCD_SNAPSHOT_SCHEDULE_ANNOTATION: "00:00",
+            ETCD_LAST_SNAPSHOT_ANNOTATION: "2020-01-02T03:00:00Z",
+        }),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let record = env
+            .kcp(kcp)
+            .await
+            .annotations()
+            .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(location) = record.split_whitespace().nth(1)
+            && location.starts_with("secret/")
+        {
+            return location.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot was taken: {record:?}\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_is_restored_from_a_snapshot_after_every_control_plane_machine_is_lost() {
+    let started = Instant::now();
+    let (cluster, kcp) = ("restore", "restore-control-plane");
+    let env = Env::start(&[]).await;
+    let (watch, _) = three_voters_and_their_leader(&env, cluster, kcp).await;
+    assert_membership_was_safe(&watch, "create 3");
+    drop(watch);
+    let lost = control_plane_machine_names(&env, cluster).await;
+    let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
+
+    write_marker(&env, cluster, "in-the-snapshot").await;
+    let snapshot = snapshot_now(&env, kcp).await;
+    write_marker(&env, cluster, "after-the-snapshot").await;
+
+    // Every control-plane node goes, etcd with it: quorum and the data are lost.
+    for machine in &lost {
+        assert!(env.sim.lose(NS, machine), "{machine} was not running");
+    }
+    let asked_at = Instant::now();
+    annotate_kcp(
+        &env,
+        kcp,
+        serde_json::json!({ ETCD_RESTORE_FROM_ANNOTATION: snapshot }),
+    )
+    .await;
+
+    let deadline = Instant::now() + step_timeout() * 2;
+    let record = loop {
+        let now = env.kcp(kcp).await;
+        if let Some(record) = now.annotations().get(ETCD_RESTORED_ANNOTATION) {
+            assert!(
+                !now.annotations().contains_key(ETCD_RESTORE_FROM_ANNOTATION),
+                "the request stays after the restore finished"
+            );
+            break record.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restore did not finish\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let restored = asked_at.elapsed();
+    assert!(record.contains(&snapshot), "{record}");
+    let machines = control_plane_machine_names(&env, cluster).await;
+    assert!(
+        machines.iter().all(|m| !lost.contains(m)),
+        "a lost machine is still there: {machines:?}"
+    );
+
+    // It grows back to 3 voters through learners, as any scale-up.
+    let watch = EtcdWatch::start(
+        env.client.clone(),
+        NS,
+        cluster,
+        env.sim.view(),
+        SAMPLE_EVERY,
+    );
+    env.wait_control_plane(kcp, 3, step_timeout(), "grown back after the restore")
+        .await;
+    let names = control_plane_machine_names(&env, cluster).await;
+    watch
+        .wait_voters(names, Duration::from_secs(60), "grown back")
+        .await;
+    let voters_at = asked_at.elapsed();
+    let samples = assert_membership_was_safe(&watch, "grown back after the restore");
+
+    // The workload API serves the snapshot's objects, and not what was written after it.
+    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, cluster)
+        .await
+        .unwrap();
+    // The snapshot's Nodes of the lost machines are gone with them.
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(workload.clone());
+    for machine in &lost {
+        assert!(
+            nodes.get_opt(machine).await.unwrap().is_none(),
+            "the lost machine {machine} still has a Node"
+        );
+    }
+    let config_maps = Api::<ConfigMap>::namespaced(workload, "default");
+    assert!(
+        config_maps
+            .get_opt("in-the-snapshot")
+            .await
+            .unwrap()
+            .is_some(),
+        "the snapshot's ConfigMap is missing after the restore"
+    );
+    assert!(
+        config_maps
+            .get_opt("after-the-snapshot")
+            .await
+            .unwrap()
+            .is_none(),
+        "a ConfigMap written after the snapshot survived the restore"
+    );
+
+    // The control plane says what happened.
+    let status = env.kcp(kcp).await.status.unwrap_or_default();
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == types::ETCD_RESTORED)
+        .expect("no EtcdRestored condition");
+    assert_eq!(condition.status, "True", "{condition:?}");
+    assert!(condition.message.contains(&snapshot), "{condition:?}");
+    let notes = event_notes(&env, "EtcdRestore", None).await;
+    for step in [
+        "staging",
+        "deleting the old control-plane machines",
+        "creating the machine that restores it",
+        "restored",
+    ] {
+        assert!(
+            notes.iter().any(|n| n.contains(step)),
+            "no restore Event about {step:?}: {notes:?}"
+        );
+    }
+
+    pids.extend(env.pids());
+    drop(watch);
+    stop_and_check_nothing_is_left(env, pids).await;
+    println!(
+        "scenario etcd restore: restored {restored:.1?} after it was asked for, 3 voters after \
+         {voters_at:.1?} ({:.1?} wall time, {samples} membership samples)",
+        started.elapsed()
+    );
+}

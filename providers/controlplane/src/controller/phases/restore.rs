@@ -1,0 +1,343 @@
+//! Restore of stacked etcd from a snapshot, when the KubeadmControlPlane asks for one with
+//! [`ETCD_RESTORE_FROM_ANNOTATION`]: the step [`restore::next_step`] chooses, one per reconcile. While a
+//! restore runs, no other phase acts (no rollout, scale or remediation); a refused restore touches
+//! nothing and leaves the other phases to run.
+
+use base64::Engine;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PostParams};
+use kubeadm_api::controlplane::events;
+use kubeadm_api::controlplane::events::restore_actions::{
+    CREATE_MACHINE, DELETE_MACHINES, FINISH, RELEASE_HOOKS, STAGE_SNAPSHOT,
+};
+use kubeadm_api::meta::{
+    CLEANUP_HOOK_ANNOTATION, CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, ETCD_RESTORED_ANNOTATION,
+    ETCD_SNAPSHOT_LABEL,
+};
+use serde_json::json;
+
+use super::Next;
+use crate::controller::annotations::annotate_machine;
+use crate::controller::events::{publish, publish_about};
+use crate::controller::machines::{self, Kubeadm};
+use crate::controller::scope::ControlPlane;
+use crate::controller::status::Report;
+use crate::controller::{Context, Error, merge_params};
+use crate::etcd_maintenance::{SECRET_SNAPSHOT_LIMIT, SNAPSHOT_SECRET_KEY};
+use crate::machines::Health;
+use crate::restore::{
+    self, ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORE_SECRET_KEY, Refusal, Source, Step,
+};
+
+pub(super) async fn reconcile(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    report: &mut Report,
+) -> Result<Option<Next>, Error> {
+    let Some(requested) = cp.kcp.annotations().get(ETCD_RESTORE_FROM_ANNOTATION) else {
+        // Said again from the record each time: a status written from an older copy of the control
+        // plane must not bring back a step of the finished restore.
+        match cp
+            .kcp
+            .annotations()
+            .get(ETCD_RESTORED_ANNOTATION)
+            .and_then(|record| restore::recorded(record))
+        {
+            Some((finished, source)) => {
+                report.etcd_restore(&finished, source);
+            }
+            None => report.no_etcd_restore(),
+        }
+        return Ok(None);
+    };
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &cp.namespace);
+    let secret_name = restore::restore_secret_name(&cp.cluster_name);
+    let staged = secrets
+        .get_opt(&secret_name)
+        .await?
+        .and_then(|s| s.annotations().get(ETCD_RESTORE_FROM_ANNOTATION).cloned());
+    let machines: Vec<restore::Machine> = cp
+        .machines
+        .machines
+        .iter()
+        .map(|m| restore::Machine {
+            name: m.name.clone(),
+            restores: m.restores_etcd,
+            deleting: m.deleting,
+            holds_hook: m.has_cleanup_hook,
+            ready: m.node.is_some() && m.health.etcd == Health::Healthy,
+        })
+        .collect();
+    let mut step = restore::next_step(restore::Observed {
+        requested,
+        external_etcd: cp.desired.external_etcd,
+        staged: staged.as_deref(),
+        machines: &machines,
+    });
+    if let Step::Stage(source) = &step
+        && let Err(refusal) = stage(cp, ctx, &secrets, &secret_name, source).await?
+    {
+        step = Step::Refuse(refusal);
+    }
+    let news = report.etcd_restore(&step, requested);
+    let mut note = step.describe(requested);
+    let (action, machine) = match &step {
+        Step::Refuse(_) => {
+            if news {
+                publish(ctx, cp.kcp, &events::ETCD_RESTORE_REFUSED, &note).await;
+            }
+            return Ok(None);
+        }
+        Step::Stage(_) => (STAGE_SNAPSHOT, None),
+        Step::Delete(names) => {
+            for name in names {
+                machines::delete(ctx, &cp.namespace, name).await?;
+            }
+            (DELETE_MACHINES, None)
+        }
+        Step::ReleaseHooks(names) => {
+            for name in names {
+                annotate_machine(ctx, &cp.namespace, name, CLEANUP_HOOK_ANNOTATION, None).await?;
+            }
+            (RELEASE_HOOKS, None)
+        }
+        Step::WaitForDeletion(_) | Step::WaitForMachine(_) => return Ok(Some(Next::Waiting)),
+        Step::Create => {
+            let name = machines::create(
+                ctx,
+                cp.kcp,
+                cp.cluster,
+                &cp.desired,
+                None,
+                Kubeadm::RestoreEtcd {
+                    secret: &secret_name,
+                },
+                None,
+            )
+            .await?;
+            (CREATE_MACHINE, Some(name))
+        }
+        Step::Finish { machine } => {
+            let removed = finish(cp, ctx, &secrets, &secret_name, requested, machine).await?;
+            if !removed.is_empty() {
+                note = format!(
+                    "{note}; deleted the snapshot's Nodes of machines that are gone: {}",
+                    removed.join(", ")
+                );
+            }
+            (FINISH, Some(machine.clone()))
+        }
+    };
+    if let (Step::Create, Some(name)) = (&step, &machine) {
+        note = format!("{note}: Machine {name}");
+    }
+    publish_about(
+        ctx,
+        cp.kcp,
+        &events::ETCD_RESTORE,
+        action,
+        &note,
+        machine.as_deref(),
+    )
+    .await;
+    Ok(Some(Next::Stepped))
+}
+
+/// Reads the snapshot, checks that it is this cluster's and intact, and stages it (gzip, base64) in the
+/// restore Secret the restoring machine's bootstrap data reads. A refusal is returned, not raised.
+async fn stage(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    secret_name: &str,
+    source: &Source,
+) -> Result<Result<(), Refusal>, Error> {
+    let snapshot = match read(cp, ctx, secrets, source).await? {
+        Ok(snapshot) => snapshot,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let verified = match restore::verify(source, &snapshot) {
+        Ok(verified) => verified,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let encoded = {
+        use std::io::Write;
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gzip.write_all(&snapshot)
+            .and_then(|()| gzip.finish())
+            .map(|compressed| base64::engine::general_purpose::STANDARD.encode(compressed))
+            .map_err(|e| Error::Etcd(format!("compress the snapshot {source}: {e}")))?
+    };
+    if encoded.len() > SECRET_SNAPSHOT_LIMIT {
+        return Ok(Err(Refusal::TooLarge {
+            snapshot: source.to_string(),
+            size: encoded.len(),
+            limit: SECRET_SNAPSHOT_LIMIT,
+        }));
+    }
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(secret_name.to_owned()),
+            namespace: Some(cp.namespace.clone()),
+            labels: Some([(CLUSTER_NAME_LABEL.to_owned(), cp.cluster_name.clone())].into()),
+            annotations: Some(
+                [
+                    (ETCD_RESTORE_FROM_ANNOTATION.to_owned(), source.to_string()),
+                    (
+                        "controlplane.cluster.x-k8s.io/etcd-snapshot-sha256".to_owned(),
+                        verified.sha256.clone(),
+                    ),
+                ]
+                .into(),
+            ),
+            owner_references: Some(vec![crate::controller::owner_reference(cp.kcp)]),
+            ..Default::default()
+        },
+        type_: Some(CLUSTER_SECRET_TYPE.to_owned()),
+        data: Some(
+            [(
+                ETCD_RESTORE_SECRET_KEY.to_owned(),
+                ByteString(encoded.into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    // A copy staged for an earlier request is replaced.
+    machines::delete_ignoring_missing(secrets, secret_name).await?;
+    secrets.create(&PostParams::default(), &secret).await?;
+    tracing::info!(
+        kcp = %cp.kcp.name_any(),
+        %source,
+        bytes = verified.database_bytes,
+        sha256 = %verified.sha256,
+        "staged the etcd snapshot to restore"
+    );
+    Ok(Ok(()))
+}
+
+/// The snapshot's bytes, as etcd streamed them; a refusal when it is missing or not this cluster's.
+async fn read(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    source: &Source,
+) -> Result<Result<Vec<u8>, Refusal>, Error> {
+    let missing = || Refusal::Missing {
+        snapshot: source.to_string(),
+    };
+    match source {
+        Source::Secret(name) => {
+            let Some(secret) = secrets.get_opt(name).await? else {
+                return Ok(Err(missing()));
+            };
+            if let Err(refusal) = restore::check_secret(
+                source,
+                &cp.cluster_name,
+                secret.type_.as_deref(),
+                secret.labels().get(ETCD_SNAPSHOT_LABEL).map(String::as_str),
+            ) {
+                return Ok(Err(refusal));
+            }
+            let Some(compressed) = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(SNAPSHOT_SECRET_KEY))
+            else {
+                return Ok(Err(missing()));
+            };
+            let mut snapshot = Vec::new();
+            let unpacked = std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(compressed.0.as_slice()),
+                &mut snapshot,
+            );
+            Ok(match unpacked {
+                Ok(_) => Ok(snapshot),
+                Err(e) => Err(Refusal::Corrupt {
+                    snapshot: source.to_string(),
+                    why: format!("{SNAPSHOT_SECRET_KEY} is not gzip: {e}"),
+                }),
+            })
+        }
+        Source::File(path) => {
+            if let Err(refusal) = restore::check_file(
+                path,
+                ctx.settings.snapshot_dir.as_deref(),
+                &cp.namespace,
+                &cp.cluster_name,
+            ) {
+                return Ok(Err(refusal));
+            }
+            match tokio::fs::read(path).await {
+                Ok(snapshot) => Ok(Ok(snapshot)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Err(missing())),
+                Err(e) => Err(Error::Etcd(format!("read {}: {e}", path.display()))),
+            }
+        }
+    }
+}
+
+/// The restoring machine's member answers: the control-plane Nodes the snapshot brought back for
+/// machines that are gone (and their mirror pods, which no kubelet updates) are deleted, the staged copy
+/// is dropped, the restore recorded and the request removed (the last write, so a restart before it
+/// finishes again rather than restoring again). Returns the Nodes deleted.
+async fn finish(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    secret_name: &str,
+    requested: &str,
+    machine: &str,
+) -> Result<Vec<String>, Error> {
+    let removed = forget_lost_nodes(cp).await?;
+    machines::delete_ignoring_missing(secrets, secret_name).await?;
+    let record = restore::record(cp.now, requested, machine);
+    let patch = json!({ "metadata": { "annotations": {
+        ETCD_RESTORED_ANNOTATION: record,
+        ETCD_RESTORE_FROM_ANNOTATION: null,
+    } } });
+    let kcps = Api::<kubeadm_api::controlplane::v1beta2::KubeadmControlPlane>::namespaced(
+        ctx.client.clone(),
+        &cp.namespace,
+    );
+    kcps.patch(&cp.kcp.name_any(), &merge_params(), &Patch::Merge(&patch))
+        .await?;
+    Ok(removed)
+}
+
+/// Deletes the workload cluster's control-plane Nodes that are no Machine's Node, and their pods.
+async fn forget_lost_nodes(cp: &ControlPlane<'_>) -> Result<Vec<String>, Error> {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::ListParams;
+    use kubeadm_api::meta::CONTROL_PLANE_NODE_ROLE;
+    let client = cp.workload()?;
+    let current: Vec<&str> = cp
+        .machines
+        .machines
+        .iter()
+        .filter_map(|m| m.node.as_deref())
+        .collect();
+    let nodes = Api::<Node>::all(client.clone());
+    let pods = Api::<Pod>::namespaced(client.clone(), "kube-system");
+    let mut removed = Vec::new();
+    for node in nodes
+        .list(&ListParams::default().labels(CONTROL_PLANE_NODE_ROLE))
+        .await?
+    {
+        let name = node.name_any();
+        if current.contains(&name.as_str()) {
+            continue;
+        }
+        for pod in pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
+            .await?
+        {
+            machines::delete_ignoring_missing(&pods, &pod.name_any()).await?;
+        }
+        machines::delete_ignoring_missing(&nodes, &name).await?;
+        removed.push(name);
+    }
+    Ok(removed)
+}
