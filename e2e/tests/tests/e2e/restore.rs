@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 use e2e_tests::Env;
 use e2e_tests::env::NS;
 use e2e_tests::etcd_watch::EtcdWatch;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubeadm_api::bootstrap::validation::ETCD_RESTORE_SCRIPT_PATH;
 use kubeadm_api::controlplane::conditions::types;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{
-    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORED_ANNOTATION,
-    ETCD_SNAPSHOT_SCHEDULE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION,
+    ETCD_LAST_SNAPSHOT_ANNOTATION, ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORE_SNAPSHOT_ANNOTATION,
+    ETCD_RESTORED_ANNOTATION, ETCD_SNAPSHOT_SCHEDULE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION,
 };
 
 use crate::scenarios::{
@@ -87,11 +88,35 @@ async fn snapshot_now(env: &Env, kcp: &str) -> String {
     }
 }
 
+/// Waits until `check` holds, within a join's time.
+async fn wait_for<F, Fut>(env: &Env, what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + step_timeout();
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "no {what}\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Kills manager `index` (0 bootstrap, 1 control plane) and starts it again; returns the new PIDs.
+async fn restart(env: &mut Env, index: usize) -> Vec<u32> {
+    let name = env.kill_and_restart_manager(index).await.unwrap();
+    println!("killed and restarted {name}");
+    env.pids()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_is_restored_from_a_snapshot_after_every_control_plane_machine_is_lost() {
     let started = Instant::now();
     let (cluster, kcp) = ("restore", "restore-control-plane");
-    let env = Env::start(&[]).await;
+    let mut env = Env::start(&[]).await;
     let (watch, _) = three_voters_and_their_leader(&env, cluster, kcp).await;
     assert_membership_was_safe(&watch, "create 3");
     drop(watch);
@@ -113,6 +138,27 @@ async fn etcd_is_restored_from_a_snapshot_after_every_control_plane_machine_is_l
         serde_json::json!({ ETCD_RESTORE_FROM_ANNOTATION: snapshot }),
     )
     .await;
+
+    // Both managers die on the way: after the snapshot was staged, and once the restoring machine
+    // exists. The restore carries on from what the API server holds.
+    let staged = format!("{cluster}-etcd-restore");
+    wait_for(&env, "the snapshot staged", || async {
+        Api::<Secret>::namespaced(env.client.clone(), NS)
+            .get_opt(&staged)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    pids.extend(restart(&mut env, 1).await);
+    wait_for(&env, "the restoring machine", || async {
+        env.machines(cluster).await.iter().any(|m| {
+            m.annotations()
+                .contains_key(ETCD_RESTORE_SNAPSHOT_ANNOTATION)
+        })
+    })
+    .await;
+    pids.extend(restart(&mut env, 0).await);
 
     let deadline = Instant::now() + step_timeout() * 2;
     let record = loop {
@@ -184,6 +230,18 @@ async fn etcd_is_restored_from_a_snapshot_after_every_control_plane_machine_is_l
             .unwrap()
             .is_none(),
         "a ConfigMap written after the snapshot survived the restore"
+    );
+
+    // One kubeadm init since the loss: the restoring machine's, which restored the snapshot.
+    // (The lost machines' data Secrets stay: no garbage collector runs on this management plane.)
+    let mut inits = env.init_secrets(cluster).await;
+    inits.retain(|name, _| !lost.contains(name));
+    assert_eq!(inits.len(), 1, "{:?}", inits.keys());
+    assert!(
+        inits
+            .values()
+            .all(|data| data.contains(ETCD_RESTORE_SCRIPT_PATH)),
+        "the init is not the restoring machine's"
     );
 
     // The control plane says what happened.

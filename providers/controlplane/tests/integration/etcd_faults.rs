@@ -18,7 +18,11 @@ use testenv::EtcdRelease;
 
 /// Waits until condition `type_` of the control plane is False and its message passes `check`; returns
 /// the condition's reason and message.
-async fn wait_condition(env: &Env, type_: &str, check: impl Fn(&str) -> bool) -> (String, String) {
+pub(crate) async fn wait_condition(
+    env: &Env,
+    type_: &str,
+    check: impl Fn(&str) -> bool,
+) -> (String, String) {
     let deadline = Instant::now() + CONVERGE;
     loop {
         let kcp = kcp(&env.client).await;

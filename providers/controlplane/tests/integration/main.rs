@@ -11,6 +11,7 @@ mod deployment_args;
 mod etcd_faults;
 mod etcd_lifecycle;
 mod etcd_on_real_etcd;
+mod etcd_restore;
 mod manager_lifecycle;
 mod provider_templates;
 mod rbac_on_apiserver;
