@@ -132,10 +132,12 @@ pub enum Action {
         member: u64,
         machine: Option<String>,
     },
-    /// Move leadership before the leader is removed, so the cluster does not go through an election.
+    /// Move leadership before the leader is removed, so the cluster does not go through an election:
+    /// to `to`, or where it refuses, to each of `then` in turn (the other candidates, best first).
     MoveLeader {
         from: u64,
         to: u64,
+        then: Vec<u64>,
     },
     /// Remove the member of this deleting Machine, then release the Machine's hook.
     RemoveMember {
@@ -753,21 +755,22 @@ impl<'a> Planner<'a> {
         if member.id != leader.id || !leader.answered {
             return Ok(None);
         }
-        self.successor(member)
-            .map(|to| {
-                Some(Action::MoveLeader {
-                    from: member.id,
-                    to: to.id,
-                })
-            })
-            .ok_or_else(|| Reason::NoLeaderCandidate {
-                member: member.label(),
-            })
+        let mut candidates = self.successors(member).into_iter().map(|m| m.id);
+        let to = candidates.next().ok_or_else(|| Reason::NoLeaderCandidate {
+            member: member.label(),
+        })?;
+        Ok(Some(Action::MoveLeader {
+            from: member.id,
+            to,
+            then: candidates.collect(),
+        }))
     }
 
-    /// A healthy voter on a Machine that stays, preferring up-to-date Machines with healthy components.
-    fn successor(&self, from: &Member) -> Option<&'a Member> {
-        self.members
+    /// The healthy voters on Machines that stay, best first: up-to-date Machines with healthy
+    /// components, then by member id.
+    fn successors(&self, from: &Member) -> Vec<&'a Member> {
+        let mut candidates: Vec<(bool, &Member)> = self
+            .members
             .iter()
             .copied()
             .filter(|m| m.id != from.id && !m.is_learner && problem(self.observed, m).is_none())
@@ -775,8 +778,9 @@ impl<'a> Planner<'a> {
                 let machine = self.machine(m).filter(|machine| !machine.deleting)?;
                 Some((!(machine.up_to_date && machine.healthy), m))
             })
-            .min_by_key(|(worse, m)| (*worse, m.id))
-            .map(|(_, m)| m)
+            .collect();
+        candidates.sort_by_key(|(worse, m)| (*worse, m.id));
+        candidates.into_iter().map(|(_, m)| m).collect()
     }
 }
 

@@ -149,6 +149,15 @@ fn reported_holds(kcp: &KubeadmControlPlane, cluster: Option<&Cluster>) -> Vec<S
     if let Some(machine) = kcp.annotations().get(REMEDIATION_IN_PROGRESS_ANNOTATION) {
         holds.push(format!("a remediation is under way: {machine}"));
     }
+    if let Some(source) = kcp
+        .annotations()
+        .get(kubeadm_api::meta::ETCD_RESTORE_FROM_ANNOTATION)
+    {
+        holds.push(format!(
+            "an etcd restore from {source} is asked for: it replaces every machine first, and \
+             nothing else changes until it is done"
+        ));
+    }
     let conditions = kcp
         .status
         .as_ref()
@@ -291,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn alarms_membership_remediation_and_pause_are_reported_holds() {
+    fn alarms_membership_remediation_restore_and_pause_are_reported_holds() {
         let mut kcp = KubeadmControlPlane::new("cp", Default::default());
         kcp.status = Some(Default::default());
         let settled = conditions(&[
@@ -314,12 +323,18 @@ mod tests {
             REMEDIATION_IN_PROGRESS_ANNOTATION.into(),
             "{\"machine\":\"cp-abc\"}".into(),
         );
+        kcp.annotations_mut().insert(
+            kubeadm_api::meta::ETCD_RESTORE_FROM_ANNOTATION.into(),
+            "secret/prod-etcd-snapshot-20261201t030000z".into(),
+        );
         cluster.spec.paused = Some(true);
         assert_eq!(
             reported_holds(&kcp, Some(&cluster)),
             [
                 "paused: nothing changes until the pause is lifted",
                 "a remediation is under way: {\"machine\":\"cp-abc\"}",
+                "an etcd restore from secret/prod-etcd-snapshot-20261201t030000z is asked for: it \
+                 replaces every machine first, and nothing else changes until it is done",
                 "EtcdClusterHealthy is False (Test): alarm NOSPACE on member node-1",
             ]
         );

@@ -290,7 +290,7 @@ impl Sim {
                 assert!(!self.member(*member).is_started());
                 self.remove(*member);
             }
-            Action::MoveLeader { from, to } => {
+            Action::MoveLeader { from, to, .. } => {
                 assert_eq!(self.leader().map(|(id, _)| id), Some(*from));
                 assert!(!self.member(*to).is_learner && self.is_reachable(*to));
                 self.make_leader(*to);

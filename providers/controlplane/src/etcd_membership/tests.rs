@@ -637,19 +637,31 @@ fn a_leaving_leader_hands_over_first() {
         (
             "to the lowest id",
             leaving.clone(),
-            Action::MoveLeader { from: 1, to: 2 },
+            Action::MoveLeader {
+                from: 1,
+                to: 2,
+                then: vec![3],
+            },
         ),
         (
             "to an up-to-date Machine",
             leaving
                 .clone()
                 .with_machine("m-2", |m| m.up_to_date = false),
-            Action::MoveLeader { from: 1, to: 3 },
+            Action::MoveLeader {
+                from: 1,
+                to: 3,
+                then: vec![2],
+            },
         ),
         (
             "to a Machine with healthy components",
             leaving.clone().with_machine("m-2", |m| m.healthy = false),
-            Action::MoveLeader { from: 1, to: 3 },
+            Action::MoveLeader {
+                from: 1,
+                to: 3,
+                then: vec![2],
+            },
         ),
         (
             "to the lowest id when none is perfect",
@@ -657,7 +669,11 @@ fn a_leaving_leader_hands_over_first() {
                 .clone()
                 .with_machine("m-2", |m| m.up_to_date = false)
                 .with_machine("m-3", |m| m.healthy = false),
-            Action::MoveLeader { from: 1, to: 2 },
+            Action::MoveLeader {
+                from: 1,
+                to: 2,
+                then: vec![3],
+            },
         ),
         (
             "never to a Machine that is leaving too",
@@ -797,7 +813,11 @@ fn orphans_go_one_at_a_time_and_only_when_all_is_well() {
         (
             "a leading orphan hands over first",
             Cluster::healthy(3).without_machine(1),
-            Action::MoveLeader { from: 1, to: 2 },
+            Action::MoveLeader {
+                from: 1,
+                to: 2,
+                then: vec![3],
+            },
         ),
         (
             "a learner never touches quorum",

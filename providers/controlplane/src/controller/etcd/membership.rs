@@ -76,13 +76,19 @@ pub(in crate::controller) async fn execute(
             }
             change(kind, machine.clone(), note)
         }
-        Action::MoveLeader { from, to } => {
-            view.etcd.move_leader(&view.leader()?, *to).await?;
-            let note = format!(
+        Action::MoveLeader { from, to, then } => {
+            let leader = view.leader()?;
+            let candidates = std::iter::once(*to).chain(then.iter().copied());
+            let (to, refused) =
+                hand_over(candidates, |to| view.etcd.move_leader(&leader, to)).await?;
+            let mut note = format!(
                 "moved etcd leadership from {} to {}",
                 label(*from),
-                label(*to)
+                label(to)
             );
+            for (candidate, error) in refused {
+                note.push_str(&format!("; {} refused: {error}", label(candidate)));
+            }
             change(MOVE_LEADER, machine_of(*from), note)
         }
         Action::RemoveMember { member, machine } => {
@@ -110,4 +116,65 @@ pub(in crate::controller) async fn execute(
         }
     };
     Ok(Some(done))
+}
+
+/// Asks for leadership to move to each candidate in turn until one takes it: returns that one and the
+/// candidates that refused before it, with why; when all refuse, the first refusal.
+async fn hand_over<E, F, Fut>(
+    candidates: impl IntoIterator<Item = u64>,
+    mut move_to: F,
+) -> Result<(u64, Vec<(u64, E)>), E>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    let mut refused = Vec::new();
+    for candidate in candidates {
+        match move_to(candidate).await {
+            Ok(()) => return Ok((candidate, refused)),
+            Err(error) => {
+                tracing::info!(
+                    candidate,
+                    "etcd leadership not taken; trying the next candidate"
+                );
+                refused.push((candidate, error));
+            }
+        }
+    }
+    Err(refused
+        .into_iter()
+        .next()
+        .map(|(_, error)| error)
+        .expect("a move has at least one candidate"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hand_over;
+
+    #[tokio::test]
+    async fn leadership_goes_to_the_first_candidate_that_takes_it() {
+        let refusing = [2u64, 3];
+        let moved = hand_over([2, 3, 4], |to| async move {
+            if refusing.contains(&to) {
+                Err(format!("member {to} is not reachable from the leader"))
+            } else {
+                Ok(())
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(moved.0, 4);
+        assert_eq!(
+            moved.1.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            [2, 3]
+        );
+
+        let none = hand_over([2, 3], |to| async move { Err::<(), _>(to) }).await;
+        assert_eq!(none, Err(2), "the first refusal is the error");
+        assert_eq!(
+            hand_over([5], |_| async { Ok::<(), ()>(()) }).await,
+            Ok((5, Vec::new()))
+        );
+    }
 }
