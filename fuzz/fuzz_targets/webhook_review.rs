@@ -1,7 +1,9 @@
-//! Any body POSTed to each webhook the bootstrap manager serves (defaulting, validation of both
-//! kinds, conversion of all four), through its router as the HTTPS layer hands requests to it. The
-//! answer is a review (200) or a short message (400). A review is JSON of the request's kind, echoes
-//! the request's uid, and a successful conversion returns every object in the desired version.
+//! Any body POSTed to each webhook either manager serves: the bootstrap manager's (defaulting,
+//! validation of both kinds, conversion of all four) and the control-plane manager's (defaulting,
+//! validation and the scale subresource of its kinds, conversion), through their routers as the HTTPS
+//! layer hands requests to them. The answer is a review (200) or a short message (400). A review is
+//! JSON of the request's kind, echoes the request's uid, and a successful conversion returns every
+//! object in the desired version.
 
 #![no_main]
 
@@ -14,10 +16,24 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use tower::ServiceExt;
 
-static SERVER: LazyLock<(Router, Vec<String>)> = LazyLock::new(|| {
-    let server = kubeadm_bootstrap::webhooks::server().expect("the bootstrap webhooks build");
-    let paths = server.paths().map(str::to_owned).collect();
-    (server.router(), paths)
+/// Every webhook path of both managers, with the router that serves it.
+static SERVERS: LazyLock<Vec<(Router, String)>> = LazyLock::new(|| {
+    let bootstrap = kubeadm_bootstrap::webhooks::server().expect("the bootstrap webhooks build");
+    // No control plane is stored: updates and scale requests see none, as before the first list.
+    let (kcps, _writer) = kube::runtime::reflector::store();
+    let control_plane =
+        kubeadm_controlplane::webhooks::server(kcps, kubeadm_api::conversion::NoContractVersions)
+            .expect("the control-plane webhooks build");
+    [bootstrap, control_plane]
+        .iter()
+        .flat_map(|server| {
+            let router = server.router();
+            server
+                .paths()
+                .map(move |path| (router.clone(), path.to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 });
 
 static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
@@ -33,8 +49,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, body)) = data.split_first() else {
         return;
     };
-    let (router, paths) = &*SERVER;
-    let path = &paths[usize::from(selector) % paths.len()];
+    let (router, path) = &SERVERS[usize::from(selector) % SERVERS.len()];
     let (status, answer) = RUNTIME.block_on(post(router, path, body.to_vec()));
     match status {
         StatusCode::OK => check_review(path, body, &answer),
