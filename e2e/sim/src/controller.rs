@@ -1284,6 +1284,22 @@ impl Controller {
                 let old = std::mem::replace(runtime, MachineRuntime::Lost { ip, node: name });
                 stop_runtime(Some(old));
             }
+            // A static pod whose process exited (an etcd member removed from its cluster, a crash): its
+            // kubelet reports it not ready.
+            MachineRuntime::Running { node, .. } => {
+                let exited = node.newly_exited();
+                let workload = clusters.get(cluster_key).and_then(|c| c.workload.clone());
+                if let (false, Some(workload)) = (exited.is_empty(), workload) {
+                    let name = node.name.clone();
+                    tokio::spawn(async move {
+                        for component in exited {
+                            let pod = format!("{component}-{name}");
+                            let report = node::report_not_ready(&workload, &pod);
+                            let _ = tokio::time::timeout(WORKLOAD_TIMEOUT, report).await;
+                        }
+                    });
+                }
+            }
             _ => {}
         }
     }

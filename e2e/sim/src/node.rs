@@ -142,6 +142,8 @@ pub struct Node {
     /// The kubelet's port-forward endpoint (`sim-kubelet`), where it is built and the node has a network
     /// namespace.
     pub(crate) kubelet: Option<Process>,
+    /// Static pods whose process exited and that were reported not ready, as the kubelet would.
+    pub(crate) reported_exits: Vec<&'static str>,
     /// Removed once the processes are stopped (fields drop after [`Drop::drop`]).
     #[expect(
         dead_code,
@@ -178,6 +180,24 @@ impl Node {
     /// whether it ran.
     pub fn stop_kubelet(&mut self) -> bool {
         self.kubelet.take().map(|mut p| p.stop()).is_some()
+    }
+
+    /// The static pods (`etcd`, `kube-apiserver`) whose process exited by itself since the last call: the
+    /// kubelet reports each not ready once.
+    pub fn newly_exited(&mut self) -> Vec<&'static str> {
+        let mut exited = Vec::new();
+        for (component, process) in [
+            ("etcd", self.etcd.as_mut()),
+            ("kube-apiserver", self.apiserver.as_mut()),
+        ] {
+            if process.is_some_and(|p| p.try_exit_status().is_some())
+                && !self.reported_exits.contains(&component)
+            {
+                exited.push(component);
+            }
+        }
+        self.reported_exits.extend(&exited);
+        exited
     }
 
     /// Whether a process of the node has exited by itself (e.g. an etcd member removed from its cluster).
@@ -271,6 +291,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
             etcd: None,
             apiserver: None,
             kubelet: None,
+            reported_exits: Vec::new(),
             netns: req.netns.clone(),
         })
     }
@@ -531,6 +552,7 @@ async fn control_plane(
         etcd: Some(etcd),
         apiserver: Some(apiserver),
         kubelet: None,
+        reported_exits: Vec::new(),
         netns: req.netns.clone(),
     })
 }
@@ -980,6 +1002,21 @@ async fn upload_cluster_configuration(client: &kube::Client, raw: &str) -> Resul
 
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+/// What the kubelet reports of a static pod whose container exited: not ready, restarting.
+pub async fn report_not_ready(client: &kube::Client, pod: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let status = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now(),
+    }] } });
+    match pods
+        .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+    {
+        Ok(_) => tracing::info!(%pod, "static pod's container exited; reported not ready"),
+        Err(e) => tracing::warn!(%pod, error = %e, "could not report the static pod not ready"),
+    }
 }
 
 /// The kubelet's registration: the Node with its provider ID, Ready.

@@ -354,6 +354,7 @@ fn finish(
         etcd: pods.take("etcd"),
         apiserver: pods.take("kube-apiserver"),
         kubelet: pods.take(crate::kubelet::KUBELET_API),
+        reported_exits: Vec::new(),
         netns: req.netns.clone(),
     })
 }

@@ -85,9 +85,10 @@ struct RunArgs {
     #[arg(long, default_value = "5m", value_parser = kubeadm_runtime::duration::parse_duration)]
     etcd_unstarted_grace: std::time::Duration,
     /// How often a settled control plane with stacked etcd has its etcd members checked (their status
-    /// and alarms raise no Kubernetes event; its pods and Nodes wake it at once), e.g. 30s or 5m; the
-    /// sync period when longer than that.
-    #[arg(long, default_value = "30s", value_parser = kubeadm_runtime::duration::parse_duration)]
+    /// and alarms raise no Kubernetes event; its pods and Nodes wake it at once, and a control plane
+    /// that is changing is looked at every few seconds), e.g. 30s or 5m; the sync period when longer
+    /// than that.
+    #[arg(long, default_value = "5m", value_parser = kubeadm_runtime::duration::parse_duration)]
     etcd_health_period: std::time::Duration,
     /// KubeadmControlPlanes reconciled at the same time.
     #[arg(long, default_value_t = 100)]

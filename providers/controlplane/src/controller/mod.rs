@@ -69,8 +69,9 @@ pub struct Settings {
     /// How often a settled control plane is looked at again (certificate expiry, kubeconfig renewal).
     pub sync_period: Duration,
     /// How often a settled control plane with stacked etcd is looked at again when shorter than the
-    /// sync period: etcd's own changes (a learner that kubeadm left behind, an alarm, a member that went
-    /// down while its pod still shows running) raise no Kubernetes event.
+    /// sync period: etcd's own changes (an alarm, a member that went down while its pod still shows
+    /// running) raise no Kubernetes event. 5 minutes by default: with many clusters, every check calls
+    /// each workload cluster and its etcd.
     pub etcd_health_period: Duration,
     /// How long an etcd learner may take to catch up before it is removed.
     pub learner_timeout: k8s_openapi::jiff::SignedDuration,
@@ -92,7 +93,7 @@ impl Default for Settings {
             leftover_grace: Duration::from_secs(60),
             concurrency: 100,
             sync_period: Duration::from_secs(600),
-            etcd_health_period: Duration::from_secs(30),
+            etcd_health_period: Duration::from_secs(300),
             learner_timeout: crate::etcd_membership::DEFAULT_LEARNER_TIMEOUT,
             unstarted_grace: crate::etcd_membership::DEFAULT_UNSTARTED_GRACE,
             snapshot_dir: None,

@@ -95,7 +95,7 @@ async fn a_nospace_alarm_names_the_member_and_holds_every_membership_change(rele
         &env.client,
         Settings {
             unstarted_grace: k8s_openapi::jiff::SignedDuration::try_from(grace).unwrap(),
-            ..Settings::default()
+            ..test_settings()
         },
     ));
     wait_converged(&env, 1, "initial").await;

@@ -265,7 +265,7 @@ async fn a_member_that_never_started_is_removed_while_the_voters_keep_quorum(rel
         &env.client,
         Settings {
             unstarted_grace: k8s_openapi::jiff::SignedDuration::from_secs(3),
-            ..Settings::default()
+            ..test_settings()
         },
     ));
     wait_converged(&env, 3, "initial").await;
@@ -573,7 +573,7 @@ async fn scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools(
         Settings {
             snapshot_dir: Some(snapshots.path().to_owned()),
             snapshots_keep: 2,
-            ..Settings::default()
+            ..test_settings()
         },
     ));
     wait_converged(&env, 3, "initial").await;
@@ -684,7 +684,7 @@ async fn scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_
         &env.client,
         Settings {
             snapshots_keep: 2,
-            ..Settings::default()
+            ..test_settings()
         },
     ));
     wait_converged(&env, 1, "initial").await;

@@ -59,7 +59,7 @@ async fn restores_that_cannot_be_safe_are_refused_and_touch_nothing() {
         &env.client,
         Settings {
             snapshot_dir: Some(snapshots.path().to_owned()),
-            ..Settings::default()
+            ..test_settings()
         },
     ));
     wait_converged(&env, 3, "initial").await;
