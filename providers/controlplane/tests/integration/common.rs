@@ -331,7 +331,7 @@ pub fn condition<'a>(
 }
 
 /// Waits until the control plane has `replicas` machines, all up to date with a Node and none deleting,
-/// and the status says so.
+/// and the status says so (initialized too, once there is a machine).
 pub async fn wait_converged(env: &Env, replicas: usize, what: &str) {
     let deadline = Instant::now() + CONVERGE;
     loop {
@@ -345,7 +345,14 @@ pub async fn wait_converged(env: &Env, replicas: usize, what: &str) {
             && status.replicas == Some(replicas as i32)
             && status.up_to_date_replicas == Some(replicas as i32)
             && status.ready_replicas == Some(replicas as i32)
-            && condition(&kcp, "MachinesUpToDate").is_some_and(|c| c.status == "True");
+            && condition(&kcp, "MachinesUpToDate").is_some_and(|c| c.status == "True")
+            // A Machine can be Ready before `kubeadm init` has uploaded its configuration.
+            && (replicas == 0
+                || status
+                    .initialization
+                    .as_ref()
+                    .and_then(|i| i.control_plane_initialized)
+                    == Some(true));
         if settled {
             return;
         }
