@@ -237,6 +237,15 @@ impl SimView {
             .clone()
     }
 
+    /// Nodes cut off the network so far (partition faults), in order, with when they came back.
+    pub fn partitions(&self) -> Vec<faults::Partition> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .partitions
+            .all()
+    }
+
     /// Boots that failed so far, in order: (namespace, machine, message); kept after the machine goes.
     pub fn failed_boots(&self) -> Vec<(String, String, String)> {
         self.0
@@ -261,6 +270,8 @@ struct State {
     machines: HashMap<Key, MachineRuntime>,
     /// Faults applied to booting machines, in order: (namespace, machine, fault).
     applied_faults: Vec<(String, String, Fault)>,
+    /// Nodes cut off the network and healed.
+    partitions: faults::PartitionLog,
     /// Boots that failed, in order: (namespace, machine, message).
     failed_boots: Vec<(String, String, String)>,
     /// The (namespace, SimCluster name) of each machine that booted.
@@ -1181,6 +1192,7 @@ impl Controller {
             workload,
             netns,
             lb,
+            partitions: self.lock().partitions.clone(),
         };
         std::fs::create_dir_all(&request.dir).ok();
         tracing::info!(machine = %name, %ip, ?fault, command = ?plan.kubeadm, "booting");

@@ -3,12 +3,13 @@
 //! control-plane join of a cluster, by annotation on the SimCluster (the simulator removes it when used).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Which fault, e.g. `etcd-never-starts`.
 pub const FAULT_ANNOTATION: &str = "sim.cluster.x-k8s.io/fault";
-/// Seconds for `etcd-slow-start` (delay before etcd starts) and `lost-after-join` (time until the node
-/// goes); defaults 20 and 10.
+/// Seconds for `etcd-slow-start` (delay before etcd starts), `lost-after-join` (time until the node
+/// goes) and `partition-mid-join` (time the node is cut off); defaults 20, 10 and 20.
 pub const FAULT_DELAY_ANNOTATION: &str = "sim.cluster.x-k8s.io/fault-delay-seconds";
 /// On a SimCluster: a fault for the next control-plane join only.
 pub const NEXT_JOIN_FAULT_ANNOTATION: &str = "sim.cluster.x-k8s.io/next-join-fault";
@@ -23,12 +24,16 @@ pub enum Fault {
     CrashMidJoin,
     /// The node joins, then disappears (every process stops) after a delay.
     LostAfterJoin(Duration),
+    /// Once its etcd learner has started and answers, the node's network is cut for a while (a network partition:
+    /// every process keeps running, nothing reaches it and it reaches nothing), then comes back. Needs
+    /// the node's own network namespace.
+    PartitionMidJoin(Duration),
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FaultError {
     #[error(
-        "annotation {FAULT_ANNOTATION}: unknown fault {0:?} (known: etcd-never-starts, etcd-slow-start, crash-mid-join, lost-after-join)"
+        "annotation {FAULT_ANNOTATION}: unknown fault {0:?} (known: etcd-never-starts, etcd-slow-start, crash-mid-join, lost-after-join, partition-mid-join)"
     )]
     Unknown(String),
     #[error("annotation {FAULT_DELAY_ANNOTATION}: {0:?} is not a whole number of seconds")]
@@ -52,6 +57,7 @@ pub fn parse(value: &str, delay: Option<&str>) -> Result<Fault, FaultError> {
         "etcd-slow-start" => Ok(Fault::EtcdSlowStart(seconds(20)?)),
         "crash-mid-join" => Ok(Fault::CrashMidJoin),
         "lost-after-join" => Ok(Fault::LostAfterJoin(seconds(10)?)),
+        "partition-mid-join" => Ok(Fault::PartitionMidJoin(seconds(20)?)),
         other => Err(FaultError::Unknown(other.to_owned())),
     }
 }
@@ -65,6 +71,47 @@ pub fn of_machine(sources: &[&BTreeMap<String, String>]) -> Result<Option<Fault>
         }
     }
     Ok(None)
+}
+
+/// A node cut off the network, and when it came back.
+#[derive(Clone, Debug)]
+pub struct Partition {
+    pub namespace: String,
+    pub machine: String,
+    pub cut: Instant,
+    pub healed: Option<Instant>,
+}
+
+/// Every partition the simulator made, in order; shared by the booting nodes and whoever watches.
+#[derive(Clone, Debug, Default)]
+pub struct PartitionLog(Arc<Mutex<Vec<Partition>>>);
+
+impl PartitionLog {
+    /// Notes that `namespace/machine` was cut off now; returns the entry's index for [`Self::healed`].
+    pub fn cut(&self, namespace: &str, machine: &str) -> usize {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.push(Partition {
+            namespace: namespace.to_owned(),
+            machine: machine.to_owned(),
+            cut: Instant::now(),
+            healed: None,
+        });
+        all.len() - 1
+    }
+
+    pub fn healed(&self, index: usize) {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = all.get_mut(index) {
+            p.healed = Some(Instant::now());
+        }
+    }
+
+    pub fn all(&self) -> Vec<Partition> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 #[cfg(test)]
@@ -81,6 +128,10 @@ mod tests {
         assert_eq!(
             parse("lost-after-join", Some("3")),
             Ok(Fault::LostAfterJoin(Duration::from_secs(3)))
+        );
+        assert_eq!(
+            parse("partition-mid-join", None),
+            Ok(Fault::PartitionMidJoin(Duration::from_secs(20)))
         );
         assert_eq!(
             parse("etcd-slow-start", Some("soon")),

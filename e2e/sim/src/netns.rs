@@ -115,7 +115,11 @@ impl Fabric {
         let node_end = format!("{PREFIX}p{}n{n}", self.index);
         ip(&["netns", "add", &name])?;
         // From here on, dropping the value removes the namespace and with it the veth pair.
-        let netns = NodeNetns { name, ip: address };
+        let netns = NodeNetns {
+            name,
+            ip: address,
+            host_end: host_end.clone(),
+        };
         ip(&[
             "link", "add", &host_end, "type", "veth", "peer", "name", &node_end,
         ])?;
@@ -153,11 +157,21 @@ impl Drop for Fabric {
 pub struct NodeNetns {
     name: String,
     ip: Ipv4Addr,
+    /// The bridge's end of the node's veth pair.
+    host_end: String,
 }
 
 impl NodeNetns {
     pub fn ip(&self) -> Ipv4Addr {
         self.ip
+    }
+
+    /// Cuts the node off the network (`false`) or connects it again (`true`) by taking the bridge's end
+    /// of its cable down or up: a network partition. Inside, every address and route stays; connections
+    /// stall rather than fail, as across a broken switch.
+    pub fn set_connected(&self, connected: bool) -> Result<(), NetnsError> {
+        let state = if connected { "up" } else { "down" };
+        ip(&["link", "set", &self.host_end, state])
     }
 
     /// `program` to be run inside the namespace (`ip netns exec` replaces itself with the program, so
@@ -250,6 +264,24 @@ mod tests {
                 "the connection comes from the node's address"
             );
         }
+        // Cut off, the node reaches nothing; connected again, it does.
+        let reaches = |node: &NodeNetns| {
+            let connect = format!("exec 3<>/dev/tcp/{}/{port}", fabric.gateway());
+            node.command(Path::new("timeout"))
+                .args(["2", "bash", "-c", &connect])
+                .status()
+                .unwrap()
+                .success()
+        };
+        a.set_connected(false).unwrap();
+        assert!(!reaches(&a), "a node cut off reaches the gateway");
+        a.set_connected(true).unwrap();
+        assert!(
+            reaches(&a),
+            "a node connected again does not reach the gateway"
+        );
+        let (_, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip(), a.ip());
         let (name, bridge) = (a.name.clone(), fabric.bridge.clone());
         drop((a, b, fabric));
         assert!(!Path::new("/run/netns").join(name).exists());

@@ -110,6 +110,8 @@ pub struct BootRequest {
     /// The cluster's load balancer, which a first control-plane node joins before kubeadm talks to the
     /// control-plane endpoint.
     pub lb: Option<Backends>,
+    /// Where a partition fault notes when it cut the node off and when it healed.
+    pub partitions: crate::faults::PartitionLog,
 }
 
 impl BootRequest {
@@ -358,6 +360,13 @@ async fn control_plane(
     };
     match req.fault {
         Some(Fault::CrashMidJoin) if learner.is_some() => return Err(BootError::Crashed),
+        Some(Fault::PartitionMidJoin(_)) => {
+            return Err(BootError::Io(
+                "fault partition-mid-join: the node has no network namespace to cut off \
+                 (nodes imitate kubeadm on loopback addresses here)"
+                    .into(),
+            ));
+        }
         Some(Fault::EtcdNeverStarts) if learner.is_some() => {
             tracing::info!(node = %name, "etcd never starts (fault injected)");
             // The join hangs, as kubeadm's does waiting for a member that never comes up.

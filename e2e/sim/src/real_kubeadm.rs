@@ -276,6 +276,24 @@ pub async fn join(
             }
             if start_at.is_some_and(|at| Instant::now() >= at) {
                 pods.start("etcd", &binaries.etcd, netns)?;
+                if let Some(Fault::PartitionMidJoin(period)) = req.fault {
+                    // Cut off while still a learner: kubeadm is held (as by a slow machine) until the
+                    // learner runs and answers, since an etcd cut off before it first reached its peers
+                    // exits (the never-starting member, another fault), and kubeadm would promote a
+                    // learner in sync within a moment.
+                    let kubeadm_pid = child.id().unwrap_or_default();
+                    testenv::process::set_paused(kubeadm_pid, true);
+                    let etcd = pods.process_mut("etcd").ok_or_else(|| {
+                        BootError::Etcd("etcd did not start from its manifest".into())
+                    })?;
+                    let ready = node::wait_etcd_ready(&access, &client_url, etcd).await;
+                    let cut = match ready {
+                        Ok(()) => partition_start(req, netns, period),
+                        Err(e) => Err(e),
+                    };
+                    testenv::process::set_paused(kubeadm_pid, false);
+                    partition_end(req, netns, cut?).await?;
+                }
             }
         }
         if let Some(status) = child
@@ -312,6 +330,36 @@ pub async fn join(
         .await?;
     pods.register_mirror_pods(&local, &facts.node_name).await?;
     finish(req, plan, facts, pods, api_server, client_url, learner)
+}
+
+/// Cuts the node off the network; noted in the simulator's partition log. Returns how to heal it.
+fn partition_start(
+    req: &BootRequest,
+    netns: &NodeNetns,
+    period: Duration,
+) -> Result<(usize, Duration), BootError> {
+    set_connected(netns, false)?;
+    tracing::info!(machine = %req.machine, ?period, "node cut off the network (fault injected)");
+    Ok((req.partitions.cut(&req.namespace, &req.machine), period))
+}
+
+/// After the partition's period, connects the node again.
+async fn partition_end(
+    req: &BootRequest,
+    netns: &NodeNetns,
+    (entry, period): (usize, Duration),
+) -> Result<(), BootError> {
+    tokio::time::sleep(period).await;
+    set_connected(netns, true)?;
+    req.partitions.healed(entry);
+    tracing::info!(machine = %req.machine, "node connected again");
+    Ok(())
+}
+
+fn set_connected(netns: &NodeNetns, connected: bool) -> Result<(), BootError> {
+    netns
+        .set_connected(connected)
+        .map_err(|e| BootError::Io(format!("fault partition-mid-join: {e}")))
 }
 
 /// Starts kube-apiserver from its manifest and waits until it is ready; returns an admin client to it

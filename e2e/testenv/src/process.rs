@@ -125,6 +125,14 @@ impl Drop for Process {
     }
 }
 
+/// Stops (`SIGSTOP`) or resumes (`SIGCONT`) the process with this PID, as a scheduler that gives it no
+/// time would; false when no such process could be signalled.
+pub fn set_paused(pid: u32, paused: bool) -> bool {
+    let signal = if paused { libc::SIGSTOP } else { libc::SIGCONT };
+    // SAFETY: sends a signal to a PID; no memory is shared.
+    unsafe { libc::kill(pid as libc::pid_t, signal) == 0 }
+}
+
 /// True while a process with this PID exists (and is not a zombie we own).
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.

@@ -513,6 +513,35 @@ impl Env {
             .unwrap();
     }
 
+    /// Arms a simulator fault (`sim::faults`, e.g. `partition-mid-join`) for the next control-plane join
+    /// of `cluster`, with its delay in seconds where it takes one; waits until the simulator took it.
+    pub async fn arm_next_join(&self, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
+        let sim_clusters: Api<sim::api::SimCluster> = Api::namespaced(self.client.clone(), NS);
+        let mut annotations = serde_json::json!({ sim::faults::NEXT_JOIN_FAULT_ANNOTATION: fault });
+        if let Some(d) = delay_seconds {
+            annotations[sim::faults::FAULT_DELAY_ANNOTATION] = serde_json::json!(d.to_string());
+        }
+        let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+        sim_clusters
+            .patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sim_clusters
+            .get(cluster)
+            .await
+            .unwrap()
+            .annotations()
+            .contains_key(sim::faults::NEXT_JOIN_FAULT_ANNOTATION)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the simulator never took the {fault} fault"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// The cluster's bootstrap data Secrets that run `kubeadm init`, by name, with their data.
     pub async fn init_secrets(&self, cluster: &str) -> BTreeMap<String, String> {
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.client.clone(), NS)

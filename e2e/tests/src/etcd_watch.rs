@@ -15,6 +15,8 @@ use testenv::pki::{Ca, Usage};
 #[derive(Clone, Debug)]
 pub struct Sample {
     pub at: Duration,
+    /// When the sample was complete (its member list was read before).
+    pub taken: Instant,
     /// Member names (empty for a member that never started) with whether each is a learner.
     pub members: Vec<(String, bool)>,
     /// Voters whose client URL answered a status request.
@@ -264,6 +266,7 @@ async fn sample(
             last_seen = Some(now);
             r.samples.push(Sample {
                 at: started.elapsed(),
+                taken: now,
                 members,
                 healthy_voters,
                 silent_voters,

@@ -8,6 +8,7 @@ mod cluster_class;
 mod clusterctl;
 mod clusterctl_move;
 mod clusterctl_upgrade;
+mod partition;
 mod peer;
 mod quickstart;
 mod restore;

@@ -22,9 +22,13 @@ pub(crate) fn step_timeout() -> Duration {
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(300))
 }
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-fn vars(cluster: &str, control_planes: u32, workers: u32) -> BTreeMap<&'static str, String> {
+pub(crate) fn vars(
+    cluster: &str,
+    control_planes: u32,
+    workers: u32,
+) -> BTreeMap<&'static str, String> {
     [
         ("CLUSTER_NAME", cluster.to_owned()),
         ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
@@ -674,11 +678,6 @@ fn preview_rollout(
     order
 }
 
-/// Arms a fault for the next control-plane join and waits until the simulator took it.
-async fn arm_next_join(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
-    arm(env, cluster, fault, delay_seconds).await;
-}
-
 /// Waits until `count` faults were applied to booting machines; returns them.
 async fn wait_applied(env: &Env, count: usize) -> Vec<(String, String, sim::faults::Fault)> {
     let deadline = Instant::now() + step_timeout();
@@ -691,33 +690,6 @@ async fn wait_applied(env: &Env, count: usize) -> Vec<(String, String, sim::faul
             Instant::now() < deadline,
             "only {applied:?} applied\n{}",
             env.diagnostics().await
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn arm(env: &Env, cluster: &str, fault: &str, delay_seconds: Option<u64>) {
-    let sim_clusters: Api<sim::api::SimCluster> = Api::namespaced(env.client.clone(), NS);
-    let mut annotations = serde_json::json!({ sim::faults::NEXT_JOIN_FAULT_ANNOTATION: fault });
-    if let Some(d) = delay_seconds {
-        annotations[sim::faults::FAULT_DELAY_ANNOTATION] = serde_json::json!(d.to_string());
-    }
-    let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
-    sim_clusters
-        .patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sim_clusters
-        .get(cluster)
-        .await
-        .unwrap()
-        .annotations()
-        .contains_key(sim::faults::NEXT_JOIN_FAULT_ANNOTATION)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the simulator never took the {fault} fault"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -868,15 +840,16 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
     let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
 
     // The first join's etcd starts 8 s late: within the grace, so it simply joins late.
-    arm_next_join(&env, cluster, "etcd-slow-start", Some(8)).await;
+    env.arm_next_join(cluster, "etcd-slow-start", Some(8)).await;
     env.scale_control_plane(kcp, 3).await;
     wait_applied(&env, 1).await;
     // The second join crashes right after adding its member.
-    arm_next_join(&env, cluster, "crash-mid-join", None).await;
+    env.arm_next_join(cluster, "crash-mid-join", None).await;
     wait_applied(&env, 2).await;
     let crashed = wait_remediated(&env, cluster, &mut pids).await;
     // The replacement joins, then its node disappears 30 s later.
-    arm_next_join(&env, cluster, "lost-after-join", Some(30)).await;
+    env.arm_next_join(cluster, "lost-after-join", Some(30))
+        .await;
     let applied = wait_applied(&env, 3).await;
     let kinds: Vec<String> = applied.iter().map(|(_, _, f)| format!("{f:?}")).collect();
     assert_eq!(
@@ -955,7 +928,12 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
 }
 
 /// Applies the template of `cluster` with `control_planes` and `workers` machines and watches its etcd.
-async fn apply_watched(env: &Env, cluster: &str, control_planes: u32, workers: u32) -> EtcdWatch {
+pub(crate) async fn apply_watched(
+    env: &Env,
+    cluster: &str,
+    control_planes: u32,
+    workers: u32,
+) -> EtcdWatch {
     env.apply_template(&vars(cluster, control_planes, workers))
         .await;
     EtcdWatch::start(
@@ -1010,6 +988,32 @@ pub(crate) async fn three_voters_and_their_leader(
     (watch, machine)
 }
 
+/// Waits until none of `old` is a control-plane machine and 3 others are, settled; returns their names.
+pub(crate) async fn replaced(
+    env: &Env,
+    cluster: &str,
+    kcp: &str,
+    old: &[String],
+    timeout: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let names = control_plane_machine_names(env, cluster).await;
+        if names.iter().all(|n| !old.contains(n)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{old:?} not replaced: {names:?}\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_control_plane(kcp, 3, step_timeout(), "replaced")
+        .await;
+    control_plane_machine_names(env, cluster).await
+}
+
 /// Waits until `machine` is gone and 3 others are the control plane and its only etcd voters; checks
 /// that its member went through its Machine and quorum held throughout; returns the membership samples.
 async fn replaced_without_a_member_left(
@@ -1019,22 +1023,7 @@ async fn replaced_without_a_member_left(
     kcp: &str,
     machine: &str,
 ) -> usize {
-    let deadline = Instant::now() + step_timeout();
-    while control_plane_machine_names(env, cluster)
-        .await
-        .iter()
-        .any(|n| n == machine)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "{machine} was not replaced\n{}",
-            env.diagnostics().await
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    env.wait_control_plane(kcp, 3, step_timeout(), "replaced")
-        .await;
-    let names = control_plane_machine_names(env, cluster).await;
+    let names = replaced(env, cluster, kcp, &[machine.to_owned()], step_timeout()).await;
     watch
         .wait_voters(names, Duration::from_secs(60), "replaced")
         .await;
