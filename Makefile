@@ -8,7 +8,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale compare fuzz
+.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -64,6 +64,10 @@ bench-scale: testenv ## Both managers with 100, 300 and 1,000 simulated clusters
 	test -x target/plot-venv/bin/python || (python3 -m venv target/plot-venv && target/plot-venv/bin/pip install -q matplotlib)
 	mkdir -p docs/src/images
 	target/plot-venv/bin/python hack/plot-scale.py target/bench-scale.csv docs/src/images/scale.png
+
+soak: testenv ## Seeded crash trials of create 1, scale 3, 5 (a joiner cut off the network), 3, a rollout and a remediation, managers killed at random; a table of trials, kills and partitions, exit 1 naming the seeds that failed (SOAK_TRIALS, default 50; SOAK_SEED; SOAK_MINUTES, default 360; about 5 minutes per trial)
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
+	$(CARGO) bench --profile dev -p e2e-tests --bench soak
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render

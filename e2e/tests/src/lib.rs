@@ -1,8 +1,10 @@
 //! What the end-to-end scenarios share: a management plane with every CRD, both managers as processes
 //! serving their webhooks, the simulator, cluster templates rendered as `controlplane-manager generate
-//! cluster` renders them, and an etcd observer that samples the workload cluster's member list.
+//! cluster` renders them, an etcd observer that samples the workload cluster's member list, and the
+//! seeded crash trials of the chaos test and `make soak`.
 
 pub mod api_probe;
+pub mod chaos;
 pub mod env;
 pub mod etcd_watch;
 pub mod installed;
