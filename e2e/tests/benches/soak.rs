@@ -72,9 +72,10 @@ async fn main() {
             }
         }
     }
-    std::fs::create_dir_all("target").ok();
-    if let Err(e) = std::fs::write("target/soak.csv", &csv) {
-        eprintln!("soak: target/soak.csv: {e}");
+    // The workspace's target folder: benchmarks run in their package's folder.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/soak.csv");
+    if let Err(e) = std::fs::write(&path, &csv) {
+        eprintln!("soak: {}: {e}", path.display());
     }
 
     println!("\n| seed | result | wall | kills | partitions | phases (time, kills) |");
