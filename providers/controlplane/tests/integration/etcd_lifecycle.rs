@@ -92,21 +92,28 @@ fn keep_writing(env: &Env, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Dur
     tokio::spawn(async move {
         let mut last_ok = Instant::now();
         let mut i = 0u64;
+        // Kept while it writes: connecting afresh waits for the double's cluster lock, which a member
+        // start holds for as long as its learner takes, and that wait is not etcd's.
+        let mut client: Option<etcd_client::Client> = None;
         while !stop.load(Ordering::Relaxed) {
             i += 1;
-            let ok = async {
-                let mut client = connect_running(&core).await?;
-                let put = client.put(format!("k{}", i % 10), "v", None);
-                tokio::time::timeout(Duration::from_secs(2), put)
-                    .await
-                    .ok()?
-                    .ok()
+            if client.is_none() {
+                client = connect_running(&core).await;
             }
-            .await
-            .is_some();
+            let ok = match client.as_mut() {
+                Some(c) => {
+                    let put = c.put(format!("k{}", i % 10), "v", None);
+                    matches!(
+                        tokio::time::timeout(Duration::from_secs(2), put).await,
+                        Ok(Ok(_))
+                    )
+                }
+                None => false,
+            };
             if ok {
                 last_ok = Instant::now();
             } else {
+                client = None;
                 let gap = last_ok.elapsed().as_millis() as u64;
                 longest.fetch_max(gap, Ordering::Relaxed);
             }
