@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use e2e_tests::Env;
 
 use crate::scenarios::{
-    apply_watched, assert_membership_was_safe, control_plane_machine_names, replaced, step_timeout,
-    stop_and_check_nothing_is_left, vars,
+    assert_membership_was_safe, replaced, step_timeout, stop_and_check_nothing_is_left,
+    three_voters, vars,
 };
 
 /// Long enough for the voters to move on while the learner is away, short enough that kubeadm's own
@@ -44,13 +44,7 @@ async fn a_learner_cut_off_mid_rollout_stays_a_learner_until_it_is_back_and_the_
         env.sim.real_kubeadm(),
         "a partition needs nodes with their own network namespace (root, iproute2 and kubeadm built)"
     );
-    let watch = apply_watched(&env, cluster, 3, 0).await;
-    env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
-        .await;
-    let first = control_plane_machine_names(&env, cluster).await;
-    watch
-        .wait_voters(first.clone(), Duration::from_secs(60), "create 3")
-        .await;
+    let (watch, first) = three_voters(&env, cluster, kcp).await;
     let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
 
     // The rollout's first join is cut off as soon as its learner runs.

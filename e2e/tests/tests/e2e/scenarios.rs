@@ -928,12 +928,7 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
 }
 
 /// Applies the template of `cluster` with `control_planes` and `workers` machines and watches its etcd.
-pub(crate) async fn apply_watched(
-    env: &Env,
-    cluster: &str,
-    control_planes: u32,
-    workers: u32,
-) -> EtcdWatch {
+async fn apply_watched(env: &Env, cluster: &str, control_planes: u32, workers: u32) -> EtcdWatch {
     env.apply_template(&vars(cluster, control_planes, workers))
         .await;
     EtcdWatch::start(
@@ -957,19 +952,25 @@ fn node_health_check(cluster: &str, kcp: &str) -> String {
 }
 
 /// Creates `cluster` with 3 control-plane machines and waits until they are its etcd voters; returns
-/// the etcd watch and the Machine whose member leads.
-pub(crate) async fn three_voters_and_their_leader(
-    env: &Env,
-    cluster: &str,
-    kcp: &str,
-) -> (EtcdWatch, String) {
+/// the etcd watch and the machines' names.
+pub(crate) async fn three_voters(env: &Env, cluster: &str, kcp: &str) -> (EtcdWatch, Vec<String>) {
     let watch = apply_watched(env, cluster, 3, 0).await;
     env.wait_control_plane(kcp, 3, step_timeout(), "create 3")
         .await;
     let first = control_plane_machine_names(env, cluster).await;
     watch
-        .wait_voters(first, Duration::from_secs(60), "create 3")
+        .wait_voters(first.clone(), Duration::from_secs(60), "create 3")
         .await;
+    (watch, first)
+}
+
+/// [`three_voters`], and the Machine whose member leads.
+pub(crate) async fn three_voters_and_their_leader(
+    env: &Env,
+    cluster: &str,
+    kcp: &str,
+) -> (EtcdWatch, String) {
+    let (watch, _) = three_voters(env, cluster, kcp).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let leader = loop {
         if let Some(leader) = watch.last().and_then(|s| s.leader) {
