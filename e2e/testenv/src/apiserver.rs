@@ -36,6 +36,11 @@ impl Default for ApiServerOptions {
 
 pub struct KubeApiServer {
     process: Process,
+    /// The binary and its flags, to start it again the same way.
+    command: (PathBuf, Vec<String>),
+    dir: PathBuf,
+    ready_timeout: Duration,
+    restarts: usize,
     url: String,
     ca_pem: String,
     ca_key_pem: String,
@@ -96,49 +101,52 @@ impl KubeApiServer {
             attempt += 1;
             let port = ports::free_port()?;
             let url = format!("https://127.0.0.1:{port}");
-            let mut cmd = Command::new(&binary);
+            let mut args: Vec<String> = Vec::new();
             if legacy {
-                cmd.arg("--insecure-port=0");
+                args.push("--insecure-port=0".into());
             }
-            cmd.args([
-                "--advertise-address=127.0.0.1",
-                "--bind-address=127.0.0.1",
-                "--endpoint-reconciler-type=none",
-                "--authorization-mode=Node,RBAC",
-                "--allow-privileged=true",
-                "--enable-admission-plugins=NodeRestriction",
-                "--profiling=false",
-                "--service-cluster-ip-range=10.96.0.0/12",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--v=1",
-            ])
-            .arg(format!("--secure-port={port}"))
-            .arg(format!("--etcd-servers={}", etcd_urls.join(",")))
-            .arg(format!("--etcd-cafile={}", etcd_tls.ca_file.display()))
-            .arg(format!(
-                "--etcd-certfile={}",
-                etcd_tls.client.cert.display()
-            ))
-            .arg(format!("--etcd-keyfile={}", etcd_tls.client.key.display()))
-            .arg(format!("--tls-cert-file={}", serving.cert.display()))
-            .arg(format!("--tls-private-key-file={}", serving.key.display()))
-            .arg(format!("--client-ca-file={}", ca_file.display()))
-            .arg(format!("--token-auth-file={}", tokens.display()))
-            .arg(format!(
-                "--service-account-key-file={}",
-                sa_pub_file.display()
-            ))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                sa_key_file.display()
-            ))
-            .args(&options.extra_args);
-            let log = dir.join(format!("kube-apiserver-{attempt}.log"));
-            let process = Process::spawn("kube-apiserver", cmd, &log)?;
+            args.extend(
+                [
+                    "--advertise-address=127.0.0.1",
+                    "--bind-address=127.0.0.1",
+                    "--endpoint-reconciler-type=none",
+                    "--authorization-mode=Node,RBAC",
+                    "--allow-privileged=true",
+                    "--enable-admission-plugins=NodeRestriction",
+                    "--profiling=false",
+                    "--service-cluster-ip-range=10.96.0.0/12",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    "--v=1",
+                ]
+                .map(String::from),
+            );
+            args.extend([
+                format!("--secure-port={port}"),
+                format!("--etcd-servers={}", etcd_urls.join(",")),
+                format!("--etcd-cafile={}", etcd_tls.ca_file.display()),
+                format!("--etcd-certfile={}", etcd_tls.client.cert.display()),
+                format!("--etcd-keyfile={}", etcd_tls.client.key.display()),
+                format!("--tls-cert-file={}", serving.cert.display()),
+                format!("--tls-private-key-file={}", serving.key.display()),
+                format!("--client-ca-file={}", ca_file.display()),
+                format!("--token-auth-file={}", tokens.display()),
+                format!("--service-account-key-file={}", sa_pub_file.display()),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    sa_key_file.display()
+                ),
+            ]);
+            args.extend(options.extra_args.iter().cloned());
+            let command = (binary.clone(), args);
+            let process = spawn(dir, &command, &format!("{attempt}"))?;
             let kubeconfig = dir.join("admin.kubeconfig");
             let token_kubeconfig = dir.join("admin-token.kubeconfig");
-            let server = Self {
+            let mut server = Self {
                 process,
+                command,
+                dir: dir.to_owned(),
+                ready_timeout: options.ready_timeout,
+                restarts: 0,
                 url: url.clone(),
                 ca_pem: ca.cert_pem().to_owned(),
                 ca_key_pem: ca.key_pem().to_owned(),
@@ -156,15 +164,34 @@ impl KubeApiServer {
                 &server.token_kubeconfig,
                 server.kubeconfig_yaml(true).as_bytes(),
             )?;
-            match server.wait_ready(options.ready_timeout).await {
-                Ok(server) => return Ok(server),
+            match server.wait_ready().await {
+                Ok(()) => return Ok(server),
                 Err(Error::PortInUse { .. }) if attempt < START_ATTEMPTS => continue,
                 Err(e) => return Err(e),
             }
         }
     }
 
-    async fn wait_ready(mut self, timeout: Duration) -> Result<Self> {
+    /// Kills the process with SIGKILL.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts the process again with the same flags, on the same port and certificates (after
+    /// [`kill`](Self::kill) or a crash), and waits for `/readyz`.
+    pub async fn start_again(&mut self) -> Result<()> {
+        self.process.kill();
+        self.restarts += 1;
+        self.process = spawn(
+            &self.dir,
+            &self.command,
+            &format!("restart-{}", self.restarts),
+        )?;
+        self.wait_ready().await
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let timeout = self.ready_timeout;
         let started = Instant::now();
         let client = self.client().await?;
         let mut last_error = String::from("no answer yet");
@@ -192,7 +219,7 @@ impl KubeApiServer {
                     match client.request_text(default_namespace).await {
                         Ok(_) => {
                             tracing::info!(url = %self.url, elapsed = ?started.elapsed(), "kube-apiserver ready");
-                            return Ok(self);
+                            return Ok(());
                         }
                         Err(e) => last_error = format!("namespace default not there yet: {e}"),
                     }
@@ -294,6 +321,14 @@ impl KubeApiServer {
     pub fn stop(&mut self) {
         self.process.stop();
     }
+}
+
+/// Starts `command` with its output in `dir/kube-apiserver-{suffix}.log`.
+fn spawn(dir: &Path, command: &(PathBuf, Vec<String>), suffix: &str) -> Result<Process> {
+    let mut cmd = Command::new(&command.0);
+    cmd.args(&command.1);
+    let log = dir.join(format!("kube-apiserver-{suffix}.log"));
+    Process::spawn("kube-apiserver", cmd, &log)
 }
 
 pub async fn client_from_kubeconfig(yaml: &str) -> Result<kube::Client> {

@@ -104,6 +104,22 @@ impl ManagementPlane {
         pids
     }
 
+    /// Kills kube-apiserver and etcd with SIGKILL, as a power cut of the management node would, waits
+    /// `down`, and starts both again from their data on the same addresses; returns once the
+    /// apiserver is ready again, with how long it did not answer.
+    pub async fn restart(&mut self, down: Duration) -> Result<Duration> {
+        let killed = Instant::now();
+        self.apiserver.kill();
+        self.etcd.kill();
+        tracing::info!(?down, "management plane killed");
+        tokio::time::sleep(down).await;
+        self.etcd.start_again().await?;
+        self.apiserver.start_again().await?;
+        let outage = killed.elapsed();
+        tracing::info!(?outage, "management plane back");
+        Ok(outage)
+    }
+
     /// Keeps the folder (logs, kubeconfig, certificates) after the processes stop; returns its path.
     pub fn keep_dir(self) -> std::path::PathBuf {
         let Self {

@@ -108,6 +108,14 @@ impl Process {
         None
     }
 
+    /// Sends SIGKILL (no shutdown of any kind, as a power cut would) and reaps the child.
+    pub fn kill(&mut self) {
+        if self.try_exit_status().is_none() {
+            let _ = self.child.kill();
+            self.exited = self.child.wait().ok();
+        }
+    }
+
     /// Sends SIGTERM, waits up to a grace period, then SIGKILL; always reaps the child.
     pub fn stop(&mut self) {
         if self.terminate(GRACE).is_some() {

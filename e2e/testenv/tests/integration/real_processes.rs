@@ -144,6 +144,41 @@ async fn management_plane_serves_with_cert_and_token_auth_and_stops_by_pid() {
     assert!(!dir.exists(), "temporary folder removed");
 }
 
+#[tokio::test]
+async fn a_killed_management_plane_comes_back_on_its_address_with_its_data() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    let mut plane = ManagementPlane::start()
+        .await
+        .expect("management plane starts");
+    let client = plane.client().await.unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut kept = ConfigMap::default();
+    kept.metadata.name = Some("kept".into());
+    let created = maps.create(&PostParams::default(), &kept).await.unwrap();
+    let (url, before) = (plane.apiserver().url().to_owned(), plane.pids());
+
+    let outage = plane
+        .restart(std::time::Duration::from_millis(500))
+        .await
+        .expect("management plane starts again");
+
+    assert!(
+        before.iter().all(|p| !pid_alive(*p)),
+        "the old processes are gone: {before:?}"
+    );
+    let after = plane.pids();
+    assert_eq!(after.len(), 2);
+    assert!(after.iter().all(|p| pid_alive(*p) && !before.contains(p)));
+    assert_eq!(plane.apiserver().url(), url, "same address");
+    // The client made before the restart works again, and the object written before it is there.
+    let read = maps.get("kept").await.expect("the ConfigMap survived");
+    assert_eq!(read.metadata.uid, created.metadata.uid);
+    println!("management plane answered again {outage:?} after it was killed");
+    drop(plane);
+    assert!(after.iter().all(|p| !pid_alive(*p)), "stopped by PID");
+}
+
 #[test]
 fn processes_are_stopped_when_a_test_panics() {
     let (tx, rx) = std::sync::mpsc::channel();
