@@ -13,6 +13,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubeadm_api::meta::CLUSTER_NAME_LABEL;
+use kubeadm_runtime::watching;
 
 use crate::certificates::CertKind;
 use crate::workload::kubeconfig_secret_name;
@@ -25,8 +26,7 @@ impl SecretCache {
     pub fn new(api: Api<Secret>) -> (Self, impl Future<Output = ()> + use<>) {
         let (store, writer) = reflector::store();
         // Slimmed before the store takes them in: the store keeps what the watch hands it.
-        let watched = watcher(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL))
-            .default_backoff()
+        let watched = watching::watch(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL))
             .modify(slim);
         let feed = reflector::reflector(writer, watched).for_each(|event| async move {
             if let Err(e) = event {

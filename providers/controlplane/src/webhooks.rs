@@ -155,8 +155,7 @@ pub fn watch(
     let (kcps, kcp_writer) = reflector::store();
     let kcp_events = reflector::reflector(
         kcp_writer,
-        watcher(kcp_api(client, namespace), watcher::Config::default())
-            .default_backoff()
+        kubeadm_runtime::watching::watch(kcp_api(client, namespace), watcher::Config::default())
             .modify(|kcp| kcp.managed_fields_mut().clear()),
     );
     let mut crds = Vec::new();
@@ -165,11 +164,10 @@ pub fn watch(
         let (store, writer) = reflector::store();
         let events = reflector::reflector(
             writer,
-            watcher(
+            kubeadm_runtime::watching::watch(
                 Api::<CustomResourceDefinition>::all(client.clone()),
                 watcher::Config::default().labels(label),
             )
-            .default_backoff()
             // Only the group, kind and labels are read: drop the schemas, the bulk of a CRD.
             .modify(|crd| {
                 crd.managed_fields_mut().clear();

@@ -1,9 +1,13 @@
 //! What a controller of either manager watches: its namespace (or all), objects carrying the
 //! `--watch-filter` label value, and kinds that are actually served.
 
-use futures::Stream;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
 use kube::api::{Api, ListParams};
+use kube::runtime::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::meta::WATCH_FILTER_LABEL;
@@ -72,11 +76,84 @@ where
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
-        watcher(api, config)
-            .default_backoff()
-            .modify(|object: &mut K| object.managed_fields_mut().clear()),
+        watch(api, config).modify(|object: &mut K| object.managed_fields_mut().clear()),
     );
     (store, events)
+}
+
+/// The watch events of the `K` that `api` and `config` select. Errors are retried after [`backoff`],
+/// but a 410 Gone (the API server no longer has the revision the watch resumes from, as after its
+/// restart) is followed by the relist at once: waiting would only delay every event.
+pub fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, config)
+        .filter(|event| {
+            let gone =
+                matches!(event, Err(watcher::Error::WatchError(status)) if status.code == 410);
+            if gone {
+                tracing::debug!(
+                    kind = std::any::type_name::<K>(),
+                    "watch expired (410); listing again"
+                );
+            }
+            futures::future::ready(!gone)
+        })
+        .backoff(backoff())
+}
+
+/// How one watch retries after an error (e.g. the API server unreachable): from half a second, doubling
+/// to 5 s (jittered), forgotten after a minute without errors. After a restart of the management API
+/// server every watch is back within seconds, and while it is down each costs one refused connection
+/// every few seconds.
+pub fn backoff() -> impl Backoff {
+    let delays = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(
+        watcher::ExponentialBackoff::from(delays),
+        Duration::from_secs(60),
+    )
+}
+
+/// A controller of the `K` that `api` and `config` select, reconciling from a [`copy`]. Every watch
+/// stream a controller merges backs off on its own ([`backoff`]); the merged stream does not, since one
+/// backoff over all of them would add up their errors (each watch's 410 after a management API server
+/// restart) into one pause of up to a minute for every trigger.
+pub fn controller<K>(api: Api<K>, config: watcher::Config) -> Controller<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, events) = copy(api, config);
+    Controller::for_stream(events.applied_objects(), store).trigger_backoff(EachWatchBacksOff)
+}
+
+/// The merged triggers' backoff: none, each watch has its own.
+struct EachWatchBacksOff;
+
+impl Iterator for EachWatchBacksOff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl Backoff for EachWatchBacksOff {
+    fn reset(&mut self) {}
 }
 
 /// `namespace/name` from `store`, else read live (not listed yet, or outside the watch filter).
@@ -99,5 +176,32 @@ where
                 .get_opt(name)
                 .await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_retries_from_half_a_second_and_never_waits_more_than_ten() {
+        let mut delays = backoff();
+        let first = delays.next().expect("never gives up");
+        assert!(
+            first >= Duration::from_millis(500) && first < Duration::from_secs(1),
+            "{first:?}"
+        );
+        for _ in 0..50 {
+            let delay = delays.next().expect("never gives up");
+            assert!(delay <= Duration::from_secs(10), "{delay:?}");
+        }
+        delays.reset();
+        assert!(delays.next().expect("never gives up") < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_merged_triggers_never_wait() {
+        let mut merged = EachWatchBacksOff;
+        assert_eq!(merged.next(), Some(Duration::ZERO));
     }
 }

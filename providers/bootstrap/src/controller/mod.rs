@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -36,7 +36,9 @@ use kubeadm_cluster::SecretCache;
 use kubeadm_runtime::Shutdown;
 use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
 use kubeadm_runtime::events;
-use kubeadm_runtime::watching::{cached_or_live, copy, scoped_api, served, watcher_config};
+use kubeadm_runtime::watching::{
+    self, cached_or_live, controller, copy, scoped_api, served, watcher_config,
+};
 
 mod metrics;
 pub mod rbac;
@@ -139,7 +141,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let pools_served = served::<MachinePool>(&client, "").await.is_ok();
     let pools: Api<MachinePool> = scoped_api(&client, &settings.namespace);
     let pool_watch = watch.clone();
-    let controller = Controller::new(configs, watch.clone()).with_config(
+    let controller = controller(configs, watch.clone()).with_config(
         kube::runtime::controller::Config::default().concurrency(settings.concurrency),
     );
     let cluster_store = controller.store();
@@ -185,7 +187,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         });
     if pools_served {
         // A pool's node references decide between refreshing and rotating its token.
-        controller = controller.watches(pools, pool_watch, |pool: MachinePool| {
+        let pool_events = watching::watch(pools, pool_watch).touched_objects();
+        controller = controller.watches_stream(pool_events, |pool: MachinePool| {
             let namespace = pool.namespace()?;
             let config = pool.spec.template.spec.bootstrap.config_ref.as_ref()?;
             (config.kind == "KubeadmConfig")

@@ -217,9 +217,11 @@ impl MachineCache {
         let kind = resource.kind.clone();
         let events = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default().labels(CONTROL_PLANE_LABEL))
-                .default_backoff()
-                .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear()),
+            kubeadm_runtime::watching::watch(
+                api,
+                watcher::Config::default().labels(CONTROL_PLANE_LABEL),
+            )
+            .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear()),
         );
         let feed = tokio::spawn(events.for_each(move |event| {
             if let Err(e) = event {

@@ -30,7 +30,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Resource, ResourceExt};
@@ -39,7 +39,9 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::certificates::CertError;
 use kubeadm_runtime::Shutdown;
 use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
-use kubeadm_runtime::watching::{cached_or_live, copy, scoped_api, served, watcher_config};
+use kubeadm_runtime::watching::{
+    cached_or_live, controller, copy, scoped_api, served, watcher_config,
+};
 
 use metrics::{METRICS, counted};
 pub use metrics::{api_writes_total, reconcile_time};
@@ -214,7 +216,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         secrets,
         machine_cache,
     });
-    let controller = Controller::new(kcps, watch.clone())
+    let controller = controller(kcps, watch.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .owns_stream(machine_events)
         .reconcile_on(woken)

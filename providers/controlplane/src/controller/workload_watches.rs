@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::CONTROL_PLANE_NODE_ROLE;
 
@@ -138,17 +138,15 @@ enum Seen {
 fn cluster_events(
     client: &kube::Client,
 ) -> impl Stream<Item = Result<Seen, watcher::Error>> + Send + use<> {
-    let pods = watcher(
+    let pods = kubeadm_runtime::watching::watch(
         Api::<Pod>::namespaced(client.clone(), "kube-system"),
         watcher::Config::default().labels(CONTROL_PLANE_POD_SELECTOR),
     )
-    .default_backoff()
     .map(|event| event.map(|event| seen(event, "pod", pod_digest)));
-    let nodes = watcher(
+    let nodes = kubeadm_runtime::watching::watch(
         Api::<Node>::all(client.clone()),
         watcher::Config::default().labels(CONTROL_PLANE_NODE_ROLE),
     )
-    .default_backoff()
     .map(|event| event.map(|event| seen(event, "node", node_digest)));
     futures::stream::select(pods, nodes)
 }
