@@ -8,8 +8,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
 use kube::{Resource, ResourceExt};
 
 use crate::Env;
@@ -25,8 +23,6 @@ const KCP: &str = "chaos-control-plane";
 /// How long a partitioned joiner stays cut off.
 const PARTITION_SECONDS: u64 = 10;
 /// The Secrets of a cluster that must outlive every trial unchanged (same object, same UID).
-const CLUSTER_SECRETS: [&str; 5] = ["ca", "etcd", "sa", "proxy", "kubeconfig"];
-
 /// A small deterministic generator (SplitMix64): the same seed, the same kill schedule.
 pub struct Dice(u64);
 
@@ -153,23 +149,6 @@ fn vars(control_planes: usize, generation: &str) -> BTreeMap<&'static str, Strin
     .into()
 }
 
-/// The UID of each of the cluster's long-lived Secrets.
-async fn cluster_secret_uids(env: &Env) -> BTreeMap<String, Option<String>> {
-    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
-    let mut uids = BTreeMap::new();
-    for kind in CLUSTER_SECRETS {
-        let name = format!("{CLUSTER}-{kind}");
-        let uid = secrets
-            .get_opt(&name)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|s| s.uid());
-        uids.insert(name, uid);
-    }
-    uids
-}
-
 /// A MachineHealthCheck of the control plane that marks a machine whose Node is not Ready for 10 s.
 fn node_health_check() -> String {
     format!(
@@ -234,7 +213,7 @@ pub async fn trial(seed: u64, sequence: Sequence) -> TrialReport {
         to(first, "genc01"),
     )
     .await;
-    let secrets = cluster_secret_uids(&env).await;
+    let secrets = env.cluster_secret_uids(CLUSTER).await;
     if sequence == Sequence::Soak {
         env.scale_control_plane(KCP, 3).await;
         phase(
@@ -318,7 +297,7 @@ pub async fn trial(seed: u64, sequence: Sequence) -> TrialReport {
             s.members
         );
     }
-    let now = cluster_secret_uids(&env).await;
+    let now = env.cluster_secret_uids(CLUSTER).await;
     assert_eq!(
         now, secrets,
         "seed {seed}: the cluster's Secrets were lost or replaced"

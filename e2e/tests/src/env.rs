@@ -564,6 +564,25 @@ impl Env {
             .collect()
     }
 
+    /// The UID of each of the cluster's long-lived Secrets (its CAs, service-account key, kubeconfig),
+    /// `None` for one that is missing.
+    pub async fn cluster_secret_uids(&self, cluster: &str) -> BTreeMap<String, Option<String>> {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), NS);
+        let mut uids = BTreeMap::new();
+        for kind in ["ca", "etcd", "sa", "proxy", "kubeconfig"] {
+            let name = format!("{cluster}-{kind}");
+            let uid = secrets
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|s| s.uid());
+            uids.insert(name, uid);
+        }
+        uids
+    }
+
     pub async fn machines(&self, cluster: &str) -> Vec<Machine> {
         let mut items = Api::<Machine>::namespaced(self.client.clone(), NS)
             .list(
