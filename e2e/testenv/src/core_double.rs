@@ -438,13 +438,7 @@ pub async fn connect_running(
     let (urls, options) = {
         let cluster = etcd.lock().await;
         let cluster = cluster.as_ref()?;
-        let urls: Vec<String> = cluster
-            .members()
-            .iter()
-            .filter(|m| m.pid().is_some())
-            .map(|m| m.client_url.clone())
-            .collect();
-        (urls, cluster.connect_options())
+        (cluster.running_urls(), cluster.connect_options())
     };
     tokio::time::timeout(
         Duration::from_secs(2),

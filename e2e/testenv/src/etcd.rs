@@ -115,6 +115,8 @@ pub struct EtcdMember {
     pub data_dir: PathBuf,
     /// Set for members added as learners until they are promoted.
     pub learner_id: Option<u64>,
+    /// The certificate it serves clients with, when not the cluster's member certificate.
+    serving: Option<CertFiles>,
     process: Option<Process>,
 }
 
@@ -212,6 +214,7 @@ impl EtcdCluster {
             peer_url: format!("{}://127.0.0.1:{peer_port}", self.scheme),
             data_dir: self.dir.join(format!("{name}.data")),
             learner_id: None,
+            serving: None,
             process: None,
         })
     }
@@ -244,8 +247,9 @@ impl EtcdCluster {
             .args(&self.options.extra_args);
         if let Some(tls) = &self.tls {
             let (cert, key, ca) = (&tls.member.cert, &tls.member.key, &tls.ca_file);
-            cmd.arg(format!("--cert-file={}", cert.display()))
-                .arg(format!("--key-file={}", key.display()))
+            let serving = m.serving.as_ref().unwrap_or(&tls.member);
+            cmd.arg(format!("--cert-file={}", serving.cert.display()))
+                .arg(format!("--key-file={}", serving.key.display()))
                 .arg(format!("--trusted-ca-file={}", ca.display()))
                 .arg("--client-cert-auth")
                 .arg(format!("--peer-cert-file={}", cert.display()))
@@ -337,6 +341,15 @@ impl EtcdCluster {
         self.members
             .iter()
             .filter(|m| m.process.is_some() && m.learner_id.is_none())
+            .map(|m| m.client_url.clone())
+            .collect()
+    }
+
+    /// Client URLs of every member whose process runs, learners included.
+    pub fn running_urls(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.pid().is_some())
             .map(|m| m.client_url.clone())
             .collect()
     }
@@ -505,6 +518,27 @@ impl EtcdCluster {
             }
             return;
         }
+    }
+
+    /// Restarts member `name` serving its clients with `serving` (the cluster's member certificate when
+    /// `None`); its peer certificate stays. Returns without waiting for it to answer: a certificate its
+    /// clients refuse (e.g. one from [`Ca::issue_expired`]) is the point of such a restart.
+    pub fn serve_with(&mut self, name: &str, serving: Option<CertFiles>) -> Result<()> {
+        let initial: Vec<(String, String)> = self
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.peer_url.clone()))
+            .collect();
+        let index = self
+            .members
+            .iter()
+            .position(|m| m.name == name)
+            .ok_or_else(|| Error::Other(format!("no etcd member {name}")))?;
+        self.members[index].stop();
+        self.members[index].serving = serving;
+        let process = self.spawn(&self.members[index], &initial, "existing")?;
+        self.members[index].process = Some(process);
+        Ok(())
     }
 
     /// Kills every running member with SIGKILL, as a power cut would; their data stays for

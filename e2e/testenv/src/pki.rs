@@ -86,8 +86,37 @@ impl Ca {
         hosts: &[&str],
         usage: Usage,
     ) -> Result<CertPair, Error> {
-        let key = KeyPair::generate().map_err(pki_error)?;
+        self.issue_with(
+            common_name,
+            organization,
+            hosts,
+            usage,
+            CertificateParams::default(),
+        )
+    }
+
+    /// Like [`issue`](Self::issue), valid only through the year 2000: expired for everyone.
+    pub fn issue_expired(
+        &self,
+        common_name: &str,
+        hosts: &[&str],
+        usage: Usage,
+    ) -> Result<CertPair, Error> {
         let mut params = CertificateParams::default();
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        self.issue_with(common_name, None, hosts, usage, params)
+    }
+
+    fn issue_with(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+        hosts: &[&str],
+        usage: Usage,
+        mut params: CertificateParams,
+    ) -> Result<CertPair, Error> {
+        let key = KeyPair::generate().map_err(pki_error)?;
         params.distinguished_name = name(common_name, organization);
         params.subject_alt_names = hosts
             .iter()
