@@ -47,6 +47,13 @@ async fn leases(client: &kube::Client) -> BTreeMap<String, (Option<String>, Stri
         .collect()
 }
 
+/// Selects the control-plane Machines of `cluster`.
+fn control_planes_of(cluster: &str) -> ListParams {
+    ListParams::default().labels(&format!(
+        "cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane"
+    ))
+}
+
 /// Every control-plane Machine name listed while the returned task runs; lists that fail (the
 /// management plane is down) are skipped.
 fn record_machines(
@@ -55,9 +62,7 @@ fn record_machines(
 ) -> (Arc<Mutex<BTreeSet<String>>>, tokio::task::JoinHandle<()>) {
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let api: Api<Machine> = Api::namespaced(client, NS);
-    let params = ListParams::default().labels(&format!(
-        "cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane"
-    ));
+    let params = control_planes_of(cluster);
     let record = seen.clone();
     let task = tokio::spawn(async move {
         loop {
@@ -77,9 +82,7 @@ fn record_machines(
 /// answer; panics after the step timeout.
 async fn wait_for(env: &Env, cluster: &str, what: &str, moment: impl Fn(&[Machine]) -> bool) {
     let api: Api<Machine> = Api::namespaced(env.client.clone(), NS);
-    let params = ListParams::default().labels(&format!(
-        "cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane"
-    ));
+    let params = control_planes_of(cluster);
     let deadline = Instant::now() + step_timeout();
     loop {
         if let Ok(list) = api.list(&params).await
