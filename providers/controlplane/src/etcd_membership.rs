@@ -750,6 +750,7 @@ impl<'a> Planner<'a> {
     /// moves when the removal that follows is safe, so the cluster is not disturbed for nothing.
     fn remove_voter(&self, member: &Member, leader: Leader) -> Result<Option<Action>, Reason> {
         is_quorum_safe_without(member.id, self.observed)?;
+        self.others_healthy(member)?;
         // A leader this controller cannot reach cannot be asked to hand over; the quorum without it is
         // safe, so it goes at the cost of one election.
         if member.id != leader.id || !leader.answered {
@@ -764,6 +765,25 @@ impl<'a> Planner<'a> {
             to,
             then: candidates.collect(),
         }))
+    }
+
+    /// A healthy voter goes only while every other voter is healthy too: with one cut off or down, removing a
+    /// healthy one spends the margin the cluster has left (five voters with one down tolerate one more
+    /// failure, four with one down none), so it waits, as Cluster API's preflight does. An unhealthy
+    /// voter may always go when quorum survives it: that is how a dead machine leaves.
+    fn others_healthy(&self, member: &Member) -> Result<(), Reason> {
+        if problem(self.observed, member).is_some() {
+            return Ok(());
+        }
+        match self
+            .members
+            .iter()
+            .filter(|m| m.id != member.id && !m.is_learner)
+            .find_map(|m| problem(self.observed, m))
+        {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
     }
 
     /// The healthy voters on Machines that stay, best first: up-to-date Machines with healthy

@@ -741,8 +741,32 @@ fn a_leaving_member_goes_only_when_quorum_survives() {
             remove(3),
         ),
         (
-            "five tolerate one more down",
+            "five with one down hold a healthy one",
             Cluster::healthy(5).deleting(2).unreachable(4),
+            Action::Wait(Reason::Unreachable {
+                member: label(4),
+                cause: "connection refused".into(),
+            }),
+        ),
+        (
+            "four with one down hold a healthy one",
+            Cluster::healthy(4).deleting(2).unreachable(4),
+            Action::Wait(Reason::Unreachable {
+                member: label(4),
+                cause: "connection refused".into(),
+            }),
+        ),
+        (
+            "five with one down let another down one go",
+            Cluster::healthy(5)
+                .deleting(2)
+                .unreachable(2)
+                .unreachable(4),
+            remove(2),
+        ),
+        (
+            "a learner catching up holds nothing",
+            Cluster::healthy(4).deleting(2).learner(5, 10),
             remove(2),
         ),
         (
