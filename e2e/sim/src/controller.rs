@@ -192,6 +192,41 @@ impl Sim {
         }
     }
 
+    /// Cuts the running node of `namespace/machine` off the network for `period` (every process keeps
+    /// running; nothing reaches it and it reaches nothing), then connects it again; noted in
+    /// [`SimView::partitions`]. Returns whether such a node runs in a network namespace of its own.
+    pub fn cut_off(&self, namespace: &str, machine: &str, period: Duration) -> bool {
+        let (netns, log) = {
+            let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            match state
+                .machines
+                .get(&(namespace.to_owned(), machine.to_owned()))
+            {
+                Some(MachineRuntime::Running { node, .. }) => match &node.netns {
+                    Some(netns) => (netns.clone(), state.partitions.clone()),
+                    None => return false,
+                },
+                _ => return false,
+            }
+        };
+        if let Err(e) = netns.set_connected(false) {
+            tracing::warn!(%machine, error = %e, "could not cut the node off");
+            return false;
+        }
+        tracing::info!(%machine, ?period, "node cut off the network");
+        let entry = log.cut(namespace, machine);
+        let machine = machine.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(period).await;
+            match netns.set_connected(true) {
+                Ok(()) => tracing::info!(%machine, "node connected again"),
+                Err(e) => tracing::warn!(%machine, error = %e, "could not connect the node again"),
+            }
+            log.healed(entry);
+        });
+        true
+    }
+
     /// The load balancer address of a cluster's control-plane endpoint.
     pub fn endpoint(&self, namespace: &str, sim_cluster: &str) -> Option<std::net::SocketAddr> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -146,11 +146,8 @@ pub struct Node {
     pub(crate) kubelet: Option<Process>,
     /// Static pods whose process exited and that were reported not ready, as the kubelet would.
     pub(crate) reported_exits: Vec<&'static str>,
-    /// Removed once the processes are stopped (fields drop after [`Drop::drop`]).
-    #[expect(
-        dead_code,
-        reason = "held so that the namespace outlives the node's processes"
-    )]
+    /// Removed once the processes are stopped (fields drop after [`Drop::drop`]); a partition holds it
+    /// too while it lasts.
     pub(crate) netns: Option<Arc<NodeNetns>>,
 }
 

@@ -14,8 +14,8 @@ use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
 
 use crate::scenarios::{
-    assert_membership_was_safe, replaced, step_timeout, stop_and_check_nothing_is_left,
-    three_voters, vars,
+    assert_membership_was_safe, control_planes_of, replaced, step_timeout,
+    stop_and_check_nothing_is_left, three_voters, vars, wait_for,
 };
 
 /// How long the management plane stays down; with its restart (≈ 3 s) the outage stays within the
@@ -47,13 +47,6 @@ async fn leases(client: &kube::Client) -> BTreeMap<String, (Option<String>, Stri
         .collect()
 }
 
-/// Selects the control-plane Machines of `cluster`.
-fn control_planes_of(cluster: &str) -> ListParams {
-    ListParams::default().labels(&format!(
-        "cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane"
-    ))
-}
-
 /// Every control-plane Machine name listed while the returned task runs; lists that fail (the
 /// management plane is down) are skipped.
 fn record_machines(
@@ -76,27 +69,6 @@ fn record_machines(
         }
     });
     (seen, task)
-}
-
-/// Waits until a control-plane Machine matches `moment`, tolerating a management plane that does not
-/// answer; panics after the step timeout.
-async fn wait_for(env: &Env, cluster: &str, what: &str, moment: impl Fn(&[Machine]) -> bool) {
-    let api: Api<Machine> = Api::namespaced(env.client.clone(), NS);
-    let params = control_planes_of(cluster);
-    let deadline = Instant::now() + step_timeout();
-    loop {
-        if let Ok(list) = api.list(&params).await
-            && moment(&list.items)
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never saw {what}\n{}",
-            env.diagnostics().await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Kills the management plane once a control-plane Machine matches `moment`; returns once it answers

@@ -11,7 +11,7 @@ use e2e_tests::etcd_watch::EtcdWatch;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use kubeadm_api::cluster::v1beta2::MachineDeployment;
+use kubeadm_api::cluster::v1beta2::{Machine, MachineDeployment};
 
 /// Bound on one scaling step: each join takes an etcd learner, its promotion and an apiserver start.
 /// `E2E_STEP_TIMEOUT` (seconds) stretches or shortens it.
@@ -44,6 +44,39 @@ pub(crate) async fn control_plane_machine_names(env: &Env, cluster: &str) -> Vec
         .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
         .map(|m| m.name_any())
         .collect()
+}
+
+/// Selects the control-plane Machines of `cluster`.
+pub(crate) fn control_planes_of(cluster: &str) -> ListParams {
+    ListParams::default().labels(&format!(
+        "cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane"
+    ))
+}
+
+/// Waits until a control-plane Machine matches `moment`, tolerating a management plane that does not
+/// answer; panics after the step timeout.
+pub(crate) async fn wait_for(
+    env: &Env,
+    cluster: &str,
+    what: &str,
+    moment: impl Fn(&[Machine]) -> bool,
+) {
+    let api: Api<Machine> = Api::namespaced(env.client.clone(), NS);
+    let params = control_planes_of(cluster);
+    let deadline = Instant::now() + step_timeout();
+    loop {
+        if let Ok(list) = api.list(&params).await
+            && moment(&list.items)
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never saw {what}\n{}",
+            env.diagnostics().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Nodes imitate kubeadm because that was asked for: `SIM_KUBEADM=imitate` or the fallback releases.
