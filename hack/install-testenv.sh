@@ -21,6 +21,8 @@
 #   SKIP_APT=1                never call apt-get (fail instead when a package is missing)
 #   SKIP_CURRENT=1            do not build kubernetes 1.34 / etcd 3.6 / kubeadm 1.30 / Cluster API from hack/tools/k8s*,
 #                             etcd, capi
+#   TESTENV_MIN_FREE_GIB=N    when less than N GiB of disk are free at the end, drop what the tests do not run:
+#                             Go's build and module caches and cached builds of other sources (earlier checkouts)
 set -euo pipefail
 
 CACHE_ROOT="${KUBEADM_PROVIDERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeadm-providers}"
@@ -520,6 +522,30 @@ build_current_kustomize() {
   say "kustomize $version cached in $dir/bin"
 }
 
+free_gib() { df -BG --output=avail "$CACHE_ROOT" | tail -1 | tr -d ' G'; }
+
+# Frees disk for what comes after (the Rust build): everything in the cache root but the builds this run
+# uses, which is Go's build cache too, and Go's module cache. A later change of hack/tools then builds
+# from nothing again, as on a new machine.
+prune_cache() {
+  local keep=("$KUBE_DIR" "$TOOLS_DIR" "${CURRENT_DIRS[@]}") entry k used before
+  before=$(free_gib)
+  for entry in "$CACHE_ROOT"/*; do
+    [ -e "$entry" ] || continue
+    used=0
+    for k in "${keep[@]}"; do [ "$entry" = "$k" ] && used=1; done
+    if [ "$used" = 0 ]; then
+      say "pruning $entry ($(du -sh "$entry" 2>/dev/null | cut -f1))"
+      rm -rf "$entry"
+    fi
+  done
+  if command -v go >/dev/null; then
+    say "pruning Go's module cache $(GOFLAGS= go env GOMODCACHE)"
+    GOFLAGS= GOTOOLCHAIN=local go clean -modcache || say "could not prune Go's module cache"
+  fi
+  say "disk free: ${before} GiB before pruning, $(free_gib) GiB after"
+}
+
 # Builds, unless cached, the binaries $3... of the module in $1 into tools-$2-<hash>/bin with build_current_$2.
 ensure_current() {
   local src="$1" name="$2" dir bin cached=1
@@ -575,6 +601,10 @@ else
     copy_capi_config "$capi_dir"
   fi
   ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
+fi
+if [ -n "${TESTENV_MIN_FREE_GIB:-}" ] && (( $(free_gib) < TESTENV_MIN_FREE_GIB )); then
+  say "less than $TESTENV_MIN_FREE_GIB GiB of disk free"
+  prune_cache
 fi
 say "done: etcd $(etcd --version 2>/dev/null | awk '/etcd Version/{print $3}'), kube-apiserver in $KUBE_DIR/bin, ignition-check in $TOOLS_DIR/bin"
 for dir in "${CURRENT_DIRS[@]}"; do
