@@ -42,7 +42,8 @@ async fn main() {
     let started = Instant::now();
     let mut passed: Vec<TrialReport> = Vec::new();
     let mut failed: Vec<(u64, Duration, String)> = Vec::new();
-    let mut csv = String::from("seed,result,seconds,kills,partitions,membership_samples\n");
+    let mut csv =
+        String::from("seed,result,seconds,kills,partitions,membership_samples,slow_samples\n");
     for seed in first_seed..first_seed + trials {
         if started.elapsed() > budget {
             println!("soak: time budget of {budget:?} spent; no further trial");
@@ -52,11 +53,12 @@ async fn main() {
         match tokio::spawn(trial(seed, Sequence::Soak)).await {
             Ok(report) => {
                 csv.push_str(&format!(
-                    "{seed},ok,{:.1},{},{},{}\n",
+                    "{seed},ok,{:.1},{},{},{},{}\n",
                     report.wall.as_secs_f64(),
                     report.kills.len(),
                     report.partitions,
-                    report.membership_samples
+                    report.membership_samples,
+                    report.slow_samples
                 ));
                 passed.push(report);
             }
@@ -65,7 +67,7 @@ async fn main() {
                 let first_line = message.lines().next().unwrap_or_default().to_owned();
                 println!("soak: seed {seed} FAILED: {message}");
                 csv.push_str(&format!(
-                    "{seed},failed,{:.1},,,\n",
+                    "{seed},failed,{:.1},,,,\n",
                     at.elapsed().as_secs_f64()
                 ));
                 failed.push((seed, at.elapsed(), first_line));

@@ -74,6 +74,8 @@ pub struct TrialReport {
     /// Nodes cut off the network during the trial.
     pub partitions: usize,
     pub membership_samples: usize,
+    /// Samples whose first look found no quorum and a patient one did (a slow moment, not a loss).
+    pub slow_samples: usize,
 }
 
 async fn control_planes(env: &Env) -> Vec<kubeadm_api::cluster::v1beta2::Machine> {
@@ -308,6 +310,7 @@ pub async fn trial(seed: u64, sequence: Sequence) -> TrialReport {
     );
     report.partitions = env.sim.view().partitions().len();
     report.membership_samples = samples.len();
+    report.slow_samples = samples.iter().filter(|s| s.looked_again).count();
     drop(watch);
     env.assert_no_secrets_logged().await;
     let pids = env.pids();
@@ -319,11 +322,12 @@ pub async fn trial(seed: u64, sequence: Sequence) -> TrialReport {
     );
     report.wall = started.elapsed();
     println!(
-        "chaos seed {seed}: {:.1?} wall time, {} kills, {} partitions, {} membership samples",
+        "chaos seed {seed}: {:.1?} wall time, {} kills, {} partitions, {} membership samples ({} slow)",
         report.wall,
         report.kills.len(),
         report.partitions,
-        report.membership_samples
+        report.membership_samples,
+        report.slow_samples
     );
     report
 }

@@ -1,6 +1,7 @@
 //! Samples the workload cluster's etcd membership while a scenario runs: which members are voters or
 //! learners and how many voters answer. Members are asked one endpoint at a time, since learners refuse
-//! the member list.
+//! the member list. A look that finds no quorum within a second is taken again with five: a member
+//! starved of CPU or disk for a moment is slow, not gone.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -27,6 +28,8 @@ pub struct Sample {
     pub quorum_read: bool,
     /// The voter that answered saying it leads.
     pub leader: Option<String>,
+    /// The quick look found no quorum and the sample was taken again with [`PATIENT`] timeouts.
+    pub looked_again: bool,
 }
 
 impl Sample {
@@ -42,8 +45,13 @@ impl Sample {
     /// means to raft; answering a status request is more: a just-promoted member takes part in raft a
     /// moment before it serves clients (kubeadm promotes a learner once it has started and is in sync).
     pub fn has_quorum(&self) -> bool {
-        self.quorum_read || self.healthy_voters * 2 > self.voters()
+        has_quorum(&self.members, self.healthy_voters, self.quorum_read)
     }
+}
+
+fn has_quorum(members: &[(String, bool)], healthy_voters: usize, quorum_read: bool) -> bool {
+    let voters = members.iter().filter(|(_, learner)| !learner).count();
+    quorum_read || healthy_voters * 2 > voters
 }
 
 #[derive(Default)]
@@ -146,10 +154,11 @@ struct Access {
 }
 
 impl Access {
-    async fn connect(&self, url: &str) -> Option<Client> {
+    /// A client of `url` whose requests give up after `patience`.
+    async fn connect(&self, url: &str, patience: Duration) -> Option<Client> {
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(Duration::from_secs(2))
+            .with_timeout(patience)
             .with_tls(
                 TlsOptions::new()
                     .ca_certificate(Certificate::from_pem(&self.ca_pem))
@@ -182,6 +191,84 @@ async fn access(management: &kube::Client, namespace: &str, cluster: &str) -> Op
     })
 }
 
+/// How long the member list may take, through any member.
+const LIST: Duration = Duration::from_secs(2);
+/// How long a voter's status and the quorum read may take at the first look.
+const QUICK: Duration = Duration::from_secs(1);
+/// How long they may take when the first look found no quorum: a machine starved of CPU or disk for a
+/// moment answers slowly, which is not a lost quorum; a member that is gone or cut off does not answer.
+pub const PATIENT: Duration = Duration::from_secs(5);
+
+/// The voters' answers to one look at a listed membership.
+struct Look {
+    members: Vec<(String, bool)>,
+    healthy_voters: usize,
+    silent_voters: Vec<(String, String)>,
+    quorum_read: bool,
+    leader: Option<String>,
+}
+
+impl Look {
+    /// Asks every voter of `list` for its status and reads linearizably through `through`, each
+    /// giving up after `patience`.
+    async fn take(
+        access: &Access,
+        through: &str,
+        list: &etcd_client::MemberListResponse,
+        patience: Duration,
+    ) -> Self {
+        let quorum_read = match access.connect(through, patience).await {
+            Some(mut client) => matches!(
+                tokio::time::timeout(patience, client.get("e2e-quorum", None)).await,
+                Ok(Ok(_))
+            ),
+            None => false,
+        };
+        let mut look = Self {
+            members: Vec::new(),
+            healthy_voters: 0,
+            silent_voters: Vec::new(),
+            quorum_read,
+            leader: None,
+        };
+        for m in list.members() {
+            look.members.push((m.name().to_owned(), m.is_learner()));
+            if m.is_learner() {
+                continue;
+            }
+            let Some(url) = m.client_urls().first() else {
+                look.silent_voters
+                    .push((m.name().to_owned(), "no client URL published".into()));
+                continue;
+            };
+            let answer = match access.connect(url, patience).await {
+                Some(mut c) => tokio::time::timeout(patience, c.status())
+                    .await
+                    .map_err(|_| "status timed out".to_owned())
+                    .and_then(|r| {
+                        r.map(|s| s.header().is_some_and(|h| h.member_id() == s.leader()))
+                            .map_err(|e| e.to_string())
+                    }),
+                None => Err(format!("{url} refused the connection")),
+            };
+            match answer {
+                Ok(leads) => {
+                    look.healthy_voters += 1;
+                    if leads {
+                        look.leader = Some(m.name().to_owned());
+                    }
+                }
+                Err(why) => look.silent_voters.push((m.name().to_owned(), why)),
+            }
+        }
+        look
+    }
+
+    fn has_quorum(&self) -> bool {
+        has_quorum(&self.members, self.healthy_voters, self.quorum_read)
+    }
+}
+
 async fn sample(
     management: kube::Client,
     namespace: String,
@@ -205,58 +292,29 @@ async fn sample(
             .filter(|n| n.namespace == namespace)
             .filter_map(|n| n.etcd_client_url)
             .collect();
-        let mut list = None;
-        let mut quorum_read = false;
+        let mut listed = None;
         for url in &urls {
-            let Some(mut client) = access.connect(url).await else {
+            let Some(mut client) = access.connect(url, LIST).await else {
                 continue;
             };
-            if let Ok(Ok(l)) =
-                tokio::time::timeout(Duration::from_secs(2), client.member_list()).await
-            {
-                list = Some(l);
-                quorum_read = matches!(
-                    tokio::time::timeout(Duration::from_secs(2), client.get("e2e-quorum", None))
-                        .await,
-                    Ok(Ok(_))
-                );
+            if let Ok(Ok(list)) = tokio::time::timeout(LIST, client.member_list()).await {
+                listed = Some((url.clone(), list));
                 break;
             }
         }
-        if let Some(list) = list {
-            let mut healthy_voters = 0;
-            let mut leader = None;
-            let mut silent_voters = Vec::new();
-            let mut members = Vec::new();
-            for m in list.members() {
-                members.push((m.name().to_owned(), m.is_learner()));
-                if m.is_learner() {
-                    continue;
-                }
-                let Some(url) = m.client_urls().first() else {
-                    silent_voters.push((m.name().to_owned(), "no client URL published".into()));
-                    continue;
-                };
-                let answer = match access.connect(url).await {
-                    Some(mut c) => tokio::time::timeout(Duration::from_secs(1), c.status())
-                        .await
-                        .map_err(|_| "status timed out".to_owned())
-                        .and_then(|r| {
-                            r.map(|s| s.header().is_some_and(|h| h.member_id() == s.leader()))
-                                .map_err(|e| e.to_string())
-                        }),
-                    None => Err(format!("{url} refused the connection")),
-                };
-                match answer {
-                    Ok(leads) => {
-                        healthy_voters += 1;
-                        if leads {
-                            leader = Some(m.name().to_owned());
-                        }
-                    }
-                    Err(why) => silent_voters.push((m.name().to_owned(), why)),
-                }
+        if let Some((through, list)) = listed {
+            let mut look = Look::take(&access, &through, &list, QUICK).await;
+            let looked_again = !look.has_quorum();
+            if looked_again {
+                look = Look::take(&access, &through, &list, PATIENT).await;
             }
+            let Look {
+                mut members,
+                healthy_voters,
+                silent_voters,
+                quorum_read,
+                leader,
+            } = look;
             members.sort();
             let now = Instant::now();
             let mut r = record.lock().unwrap_or_else(PoisonError::into_inner);
@@ -272,6 +330,7 @@ async fn sample(
                 silent_voters,
                 quorum_read,
                 leader,
+                looked_again,
             });
         }
         tokio::time::sleep(period).await;
