@@ -154,11 +154,11 @@ struct Access {
 }
 
 impl Access {
-    /// A client of `url` whose requests give up after `patience`.
-    async fn connect(&self, url: &str, patience: Duration) -> Option<Client> {
+    /// A client of `url`; each call gives up after its own, shorter timeout, [`PATIENT`] at most.
+    async fn connect(&self, url: &str) -> Option<Client> {
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(patience)
+            .with_timeout(PATIENT)
             .with_tls(
                 TlsOptions::new()
                     .ca_certificate(Certificate::from_pem(&self.ca_pem))
@@ -209,21 +209,18 @@ struct Look {
 }
 
 impl Look {
-    /// Asks every voter of `list` for its status and reads linearizably through `through`, each
-    /// giving up after `patience`.
+    /// Asks every voter of `list` for its status and reads linearizably through `through` (the client
+    /// that listed it), each giving up after `patience`.
     async fn take(
         access: &Access,
-        through: &str,
+        through: &mut Client,
         list: &etcd_client::MemberListResponse,
         patience: Duration,
     ) -> Self {
-        let quorum_read = match access.connect(through, patience).await {
-            Some(mut client) => matches!(
-                tokio::time::timeout(patience, client.get("e2e-quorum", None)).await,
-                Ok(Ok(_))
-            ),
-            None => false,
-        };
+        let quorum_read = matches!(
+            tokio::time::timeout(patience, through.get("e2e-quorum", None)).await,
+            Ok(Ok(_))
+        );
         let mut look = Self {
             members: Vec::new(),
             healthy_voters: 0,
@@ -241,7 +238,7 @@ impl Look {
                     .push((m.name().to_owned(), "no client URL published".into()));
                 continue;
             };
-            let answer = match access.connect(url, patience).await {
+            let answer = match access.connect(url).await {
                 Some(mut c) => tokio::time::timeout(patience, c.status())
                     .await
                     .map_err(|_| "status timed out".to_owned())
@@ -294,19 +291,19 @@ async fn sample(
             .collect();
         let mut listed = None;
         for url in &urls {
-            let Some(mut client) = access.connect(url, LIST).await else {
+            let Some(mut client) = access.connect(url).await else {
                 continue;
             };
             if let Ok(Ok(list)) = tokio::time::timeout(LIST, client.member_list()).await {
-                listed = Some((url.clone(), list));
+                listed = Some((client, list));
                 break;
             }
         }
-        if let Some((through, list)) = listed {
-            let mut look = Look::take(&access, &through, &list, QUICK).await;
+        if let Some((mut through, list)) = listed {
+            let mut look = Look::take(&access, &mut through, &list, QUICK).await;
             let looked_again = !look.has_quorum();
             if looked_again {
-                look = Look::take(&access, &through, &list, PATIENT).await;
+                look = Look::take(&access, &mut through, &list, PATIENT).await;
             }
             let Look {
                 mut members,
