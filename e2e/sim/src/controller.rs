@@ -163,7 +163,7 @@ impl Sim {
     }
 
     /// Loses the running node of `namespace/machine` at the simulator's next look, as when its VM dies:
-    /// every process stops, its API server leaves the load balancer, its Node is marked unreachable.
+    /// every process is killed (power-off), its API server leaves the load balancer, its Node is marked unreachable.
     /// Returns whether such a node was running.
     pub fn lose(&self, namespace: &str, machine: &str) -> bool {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1719,12 +1719,15 @@ struct Observed {
     failure: Option<(String, String)>,
 }
 
-/// Stops a node's processes off the control loop (stopping waits for the processes to exit).
+/// Ends a machine's VM, deleted or dead: a booting one's boot is cancelled, a running node is powered
+/// off (off the control loop: reaping waits for the processes to exit). A graceful stop would hold the
+/// leaving kube-apiserver, whose etcd member is already gone, for its whole SIGTERM grace while the
+/// load balancer's connections to it hang; no cloud waits for that.
 fn stop_runtime(runtime: Option<MachineRuntime>) {
     match runtime {
         Some(MachineRuntime::Booting { task, .. }) => task.abort(),
-        Some(MachineRuntime::Running { node, .. }) => {
-            tokio::task::spawn_blocking(move || drop(node));
+        Some(MachineRuntime::Running { mut node, .. }) => {
+            tokio::task::spawn_blocking(move || node.power_off());
         }
         _ => {}
     }

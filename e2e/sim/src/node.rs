@@ -175,6 +175,18 @@ impl Node {
         }
     }
 
+    /// Powers the node off: every process is killed at once (SIGKILL), with no chance to finish its
+    /// requests or hand over etcd leadership, as a cloud's VM deletion (`nova delete`, `docker rm -f`)
+    /// or a dead host does.
+    pub fn power_off(&mut self) {
+        for p in [&mut self.kubelet, &mut self.apiserver, &mut self.etcd]
+            .into_iter()
+            .filter_map(Option::as_mut)
+        {
+            p.kill();
+        }
+    }
+
     /// Stops the kubelet's port-forward endpoint alone (etcd and kube-apiserver keep running); returns
     /// whether it ran.
     pub fn stop_kubelet(&mut self) -> bool {

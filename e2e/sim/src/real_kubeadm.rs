@@ -325,10 +325,12 @@ pub async fn join(
         start_api_server(&mut pods, plan, netns, &binaries.kube_apiserver).await?;
     node::register_node(&local, req, &facts.node_name).await?;
     pods.serve_kubelet_api(netns)?;
-    kubeadm
-        .run(&["join", "phase", "control-plane-join", "mark-control-plane"])
-        .await?;
-    pods.register_mirror_pods(&local, &facts.node_name).await?;
+    // The kubelet posts its static pods' mirror pods once its Node is registered, whatever kubeadm is
+    // still doing meanwhile.
+    tokio::try_join!(
+        kubeadm.run(&["join", "phase", "control-plane-join", "mark-control-plane"]),
+        pods.register_mirror_pods(&local, &facts.node_name),
+    )?;
     finish(req, plan, facts, pods, api_server, client_url, learner)
 }
 
