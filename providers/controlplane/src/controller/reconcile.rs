@@ -127,6 +127,7 @@ fn requeue(
     let key = ObjectRef::from_obj(cp.kcp);
     let after = match acted {
         Some(Next::Stepped) => in_flight.poll(key, true),
+        Some(Next::Again) => in_flight.again(key),
         Some(Next::Waiting) => in_flight.poll(key, false),
         Some(Next::After(after)) => after,
         None if changing(cp) => in_flight.poll(key, false),

@@ -7,6 +7,7 @@ use super::Next;
 use crate::controller::events::publish_about;
 use crate::controller::scope::ControlPlane;
 use crate::controller::{Context, Error, etcd};
+use crate::etcd_membership::Action;
 
 pub(super) async fn reconcile(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Option<Next>, Error> {
     let (Some(view), Some(action)) = (cp.etcd_view(), cp.etcd_action()) else {
@@ -26,5 +27,10 @@ pub(super) async fn reconcile(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Op
         done.machine.as_deref(),
     )
     .await;
-    Ok(Some(Next::Stepped))
+    Ok(Some(match action {
+        // The Machine's annotation changed: its watch brings the next reconcile.
+        Action::ReleaseHook { .. } => Next::Stepped,
+        // etcd has applied the change when the call returns, and tells no watch about it.
+        _ => Next::Again,
+    }))
 }

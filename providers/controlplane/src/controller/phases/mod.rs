@@ -22,6 +22,10 @@ pub(super) enum Next {
     /// It took a step (a machine created or deleted, an etcd membership change): a change is in flight,
     /// polled from now on ([`in_flight`](super::in_flight)).
     Stepped,
+    /// It made a change that is in place once the call returns and that no watch announces (an etcd
+    /// membership change): the next step is due now, not at the next poll
+    /// ([`InFlight::again`](super::in_flight::InFlight::again)).
+    Again,
     /// A step is due but has to wait (a preflight check fails): the change is still in flight.
     Waiting,
     /// Look again after this long (maintenance goes member by member on a settled control plane).
