@@ -135,10 +135,14 @@ pub async fn start_peer_managers(plane: &ManagementPlane) -> Result<Vec<ManagerP
     Ok(started)
 }
 
-/// Installs Cluster API's core CRDs and webhooks and starts its core manager against `plane`.
+/// Installs Cluster API's core CRDs and webhooks and starts its core manager against `plane`, with the
+/// arguments in `CORE_MANAGER_ARGS` (space-separated) besides its defaults: how a benchmark measures
+/// the core manager as a user may run it, e.g. `--feature-gates=ReconcilerRateLimiting=false`.
 pub async fn start_core(plane: &ManagementPlane) -> Result<ManagerProcess, String> {
     let release = testenv::capi::ClusterApi::find().map_err(|e| e.to_string())?;
-    testenv::capi::start_core(plane, &release, &[])
+    let extra = std::env::var("CORE_MANAGER_ARGS").unwrap_or_default();
+    let extra: Vec<&str> = extra.split_whitespace().collect();
+    testenv::capi::start_core(plane, &release, &extra)
         .await
         .map_err(|e| format!("Cluster API's core manager: {e}"))
 }
