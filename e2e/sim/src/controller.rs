@@ -163,8 +163,8 @@ impl Sim {
     }
 
     /// Loses the running node of `namespace/machine` at the simulator's next look, as when its VM dies:
-    /// every process is killed (power-off), its API server leaves the load balancer, its Node is marked unreachable.
-    /// Returns whether such a node was running.
+    /// every process stops, its API server leaves the load balancer, its Node is
+    /// marked unreachable. Returns whether such a node was running.
     pub fn lose(&self, namespace: &str, machine: &str) -> bool {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match state
@@ -1329,7 +1329,9 @@ impl Controller {
                 }
                 let (ip, name) = (node.ip, node.name.clone());
                 let old = std::mem::replace(runtime, MachineRuntime::Lost { ip, node: name });
-                stop_runtime(Some(old));
+                // Stopped gracefully, not powered off: the Node is marked unreachable through the
+                // workload connection, which may still lead to this node's API server.
+                tokio::task::spawn_blocking(move || drop(old));
             }
             // A static pod whose process exited (an etcd member removed from its cluster, a crash): its
             // kubelet reports it not ready.
