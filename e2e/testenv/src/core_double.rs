@@ -233,7 +233,7 @@ impl Double {
                     .get(&node)
                     .cloned()
                     .unwrap_or_else(|| "https://127.0.0.1:2379".to_owned());
-                start_static_pods(&self.client, &name, &etcd_url).await;
+                start_static_pods(&self.client, &name, &etcd_url, &[]).await;
             }
         }
         patched
@@ -346,8 +346,14 @@ const COMPONENTS: [&str; 4] = [
     "etcd",
 ];
 
-/// The mirror pods of a control-plane node's static pods (node `node-<machine>`), running and ready.
-pub async fn start_static_pods(client: &kube::Client, machine: &str, etcd_url: &str) {
+/// The mirror pods of a control-plane node's static pods (node `node-<machine>`), running and ready, with
+/// `labels` beside kubeadm's own.
+pub async fn start_static_pods(
+    client: &kube::Client,
+    machine: &str,
+    etcd_url: &str,
+    labels: &[(&str, &str)],
+) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let node = format!("node-{machine}");
     for component in COMPONENTS {
@@ -367,10 +373,14 @@ pub async fn start_static_pods(client: &kube::Client, machine: &str, etcd_url: &
             _ => {}
         }
         let name = format!("{component}-{node}");
+        let mut pod_labels = json!({ "component": component, "tier": "control-plane" });
+        for (key, value) in labels {
+            pod_labels[*key] = json!(value);
+        }
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {
                 "name": name, "namespace": "kube-system",
-                "labels": { "component": component, "tier": "control-plane" },
+                "labels": pod_labels,
                 "annotations": annotations,
             },
             "spec": {

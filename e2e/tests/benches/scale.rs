@@ -5,7 +5,11 @@
 //! processes (the binaries `CONTROLPLANE_MANAGER` and `BOOTSTRAP_MANAGER` name, release builds from
 //! `make bench-scale`), and N clusters of one control-plane machine (external etcd) and one worker. The
 //! workload side of every cluster is one of a few real kube-apiservers shared by
-//! `BENCH_SCALE_PER_WORKLOAD` clusters (default 50), each cluster's Nodes and mirror Pods named apart.
+//! `BENCH_SCALE_PER_WORKLOAD` clusters (default 50), each cluster's Nodes and mirror Pods named apart and
+//! labelled with its name. Each cluster reaches its server through a filtering front of its own
+//! ([`e2e_tests::front`]) that narrows pod and Node reads to that label, so that a cluster sees only its
+//! own objects, as a real one does (`BENCH_SCALE_UNFILTERED=1` connects the clusters to the shared servers
+//! directly instead).
 //! A small double in this benchmark plays core Cluster API and the machines: it hands each Machine its
 //! bootstrap data, a Node and running mirror pods, and marks the Cluster initialized.
 //!
@@ -24,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use e2e_tests::env::manager_binary;
+use e2e_tests::front::Front;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -65,12 +70,13 @@ async fn main() {
         .filter_map(|n| n.trim().parse().ok())
         .collect();
     let per_workload = env_or("BENCH_SCALE_PER_WORKLOAD", 50usize).max(1);
+    let filtered = env_or("BENCH_SCALE_UNFILTERED", 0u8) == 0;
     let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
     let rest = Duration::from_secs(env_or("BENCH_SCALE_REST_SECONDS", 600u64));
     let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-scale.csv");
     let mut rows = Vec::new();
     for &n in &sizes {
-        let row = run(n, per_workload, scaled.min(n), rest).await;
+        let row = run(n, per_workload, filtered, scaled.min(n), rest).await;
         println!("{}", row.describe());
         rows.push(row);
         // After every N, so a long run that is stopped keeps what it measured.
@@ -114,7 +120,7 @@ impl Row {
     }
 }
 
-async fn run(n: usize, per_workload: usize, scaled: usize, rest: Duration) -> Row {
+async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest: Duration) -> Row {
     let plane = ManagementPlane::start()
         .await
         .expect("management plane starts");
@@ -164,20 +170,26 @@ async fn run(n: usize, per_workload: usize, scaled: usize, rest: Duration) -> Ro
             .expect("manager ready");
     }
 
-    let clusters: Vec<Workload> = (0..n)
-        .map(|i| {
-            let server = &workloads[i / per_workload];
-            Workload {
-                cluster: format!("c{i:04}"),
-                index: i / per_workload,
-                url: server.apiserver().url().to_owned(),
-                ca: (
-                    server.apiserver().ca_pem().to_owned(),
-                    server.apiserver().ca_key_pem().to_owned(),
-                ),
-            }
-        })
-        .collect();
+    let mut clusters = Vec::new();
+    let mut fronts = Vec::new();
+    for i in 0..n {
+        let server = workloads[i / per_workload].apiserver();
+        let cluster = format!("c{i:04}");
+        let url = if filtered {
+            let front = front(server, &cluster).await;
+            let url = format!("https://127.0.0.1:{}", front.port());
+            fronts.push(front);
+            url
+        } else {
+            server.url().to_owned()
+        };
+        clusters.push(Workload {
+            cluster,
+            index: i / per_workload,
+            url,
+            ca: (server.ca_pem().to_owned(), server.ca_key_pem().to_owned()),
+        });
+    }
     let double = tokio::spawn(double(
         client.clone(),
         Arc::new(workload_clients),
@@ -289,9 +301,27 @@ async fn run(n: usize, per_workload: usize, scaled: usize, rest: Duration) -> Ro
     for mut manager in managers {
         manager.terminate(Duration::from_secs(10));
     }
+    drop(fronts);
     drop(workloads);
     drop(plane);
     row
+}
+
+/// A front for `cluster` before `server`: a serving certificate of the server's CA (the cluster's CA)
+/// and a connection of its own to the server, as the cluster's API server would be.
+async fn front(server: &testenv::apiserver::KubeApiServer, cluster: &str) -> Front {
+    let ca = testenv::pki::Ca::from_pem(server.ca_pem(), server.ca_key_pem()).unwrap();
+    let serving = ca
+        .issue(cluster, None, &["127.0.0.1"], testenv::pki::Usage::Server)
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(false)).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let upstream = kubeadm_cluster::connection::client(config).unwrap();
+    Front::start(upstream, &serving, CLUSTER_NAME_LABEL, cluster)
+        .await
+        .expect("front listens")
 }
 
 /// A cluster and the workload API server that answers for it.
@@ -658,7 +688,13 @@ async fn boot(
     }
     if control_plane {
         kubeadm_init_uploaded_config(workload).await;
-        start_static_pods(workload, &name, "https://etcd.example:2379").await;
+        start_static_pods(
+            workload,
+            &name,
+            "https://etcd.example:2379",
+            &[(CLUSTER_NAME_LABEL, &machine.spec.cluster_name)],
+        )
+        .await;
     }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": now });

@@ -1,12 +1,13 @@
 //! What the end-to-end scenarios share: a management plane with every CRD, both managers as processes
 //! serving their webhooks, the simulator, cluster templates rendered as `controlplane-manager generate
-//! cluster` renders them, an etcd observer that samples the workload cluster's member list, and the
-//! seeded crash trials of the chaos test and `make soak`.
+//! cluster` renders them, an etcd observer that samples the workload cluster's member list, the seeded
+//! crash trials of the chaos test and `make soak`, and the filtering front of `make bench-scale`.
 
 pub mod api_probe;
 pub mod chaos;
 pub mod env;
 pub mod etcd_watch;
+pub mod front;
 pub mod installed;
 
 pub use env::Env;

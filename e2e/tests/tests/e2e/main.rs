@@ -8,6 +8,7 @@ mod cluster_class;
 mod clusterctl;
 mod clusterctl_move;
 mod clusterctl_upgrade;
+mod front;
 mod management_restart;
 mod partition;
 mod peer;
