@@ -18,8 +18,8 @@
 //! planes 1 → 3; then, after the clusters settle, over `BENCH_SCALE_REST_SECONDS` (default 600) at rest:
 //! management API requests per second by verb from each manager (their own request counters), writes,
 //! reconciles per second, CPU seconds of each manager against the management kube-apiserver's, and
-//! each manager's peak and current RSS. The rows also go to `target/bench-scale.csv` for the plot
-//! (`hack/plot-scale.py`). Nothing is asserted: it measures.
+//! each manager's peak and current RSS. The rows also go to `target/bench-scale.csv` (under
+//! `CARGO_TARGET_DIR` when set) for the plot (`hack/plot-scale.py`). Nothing is asserted: it measures.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -73,7 +73,12 @@ async fn main() {
     let filtered = env_or("BENCH_SCALE_UNFILTERED", 0u8) == 0;
     let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
     let rest = Duration::from_secs(env_or("BENCH_SCALE_REST_SECONDS", 600u64));
-    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-scale.csv");
+    // The workspace's target directory, or the one cargo was told to use.
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        std::path::PathBuf::from,
+    );
+    let csv = target.join("bench-scale.csv");
     let mut rows = Vec::new();
     for &n in &sizes {
         let row = run(n, per_workload, filtered, scaled.min(n), rest).await;
