@@ -484,19 +484,19 @@ async fn double(
         watcher(configs, watcher::Config::default()).default_backoff(),
     )
     .applied_objects()
-    .filter_map(|c| async move { c.ok().map(|c: KubeadmConfig| Wake::Config(c.name_any())) });
+    .filter_map(|c| async move { seen("KubeadmConfig", c).map(|c| Wake::Config(c.name_any())) });
     let (machine_store, writer) = kube::runtime::reflector::store();
     let machine_events = kube::runtime::reflector::reflector(
         writer,
         watcher(machines.clone(), watcher::Config::default()).default_backoff(),
     )
     .applied_objects()
-    .filter_map(|m| async move { m.ok().map(|m: Machine| Wake::Machine(m.name_any())) });
+    .filter_map(|m| async move { seen("Machine", m).map(|m| Wake::Machine(m.name_any())) });
     let kcp_events = watcher(kcps, watcher::Config::default())
         .default_backoff()
         .applied_objects()
         .filter_map(|k| async move {
-            let kcp: KubeadmControlPlane = k.ok()?;
+            let kcp = seen("KubeadmControlPlane", k)?;
             let initialized = kcp
                 .status
                 .as_ref()
@@ -535,13 +535,22 @@ async fn double(
             }
             Wake::Initialized(cluster) => {
                 if initialized.insert(cluster.clone()) {
-                    let _ = Api::<Cluster>::namespaced(client.clone(), NS)
-                        .patch_status(
+                    // Bounded like every step: the client has no read timeout of its own.
+                    let marked = tokio::time::timeout(
+                        STEP_TIMEOUT,
+                        Api::<Cluster>::namespaced(client.clone(), NS).patch_status(
                             &cluster,
                             &PatchParams::default(),
                             &Patch::Merge(json!({ "status": { "initialization": { "controlPlaneInitialized": true } } })),
-                        )
-                        .await;
+                        ),
+                    )
+                    .await;
+                    if !matches!(marked, Ok(Ok(_))) {
+                        eprintln!(
+                            "cluster {cluster}: cannot mark it initialized; the next event retries"
+                        );
+                        initialized.remove(&cluster);
+                    }
                 }
                 continue;
             }
@@ -553,6 +562,14 @@ async fn double(
         let config = config_store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(NS));
         step(&client, &workloads, &index, &machine, config.as_deref()).await;
     }
+}
+
+/// The object of a watch event; a failed watch is printed (it retries with backoff), so that a stand-in
+/// that stops seeing changes says why.
+fn seen<K>(what: &str, event: Result<K, watcher::Error>) -> Option<K> {
+    event
+        .inspect_err(|e| eprintln!("watch of {what}s failed: {e}"))
+        .ok()
 }
 
 /// [`boot`], bounded: one answerless call must not stop every other machine.
@@ -643,14 +660,16 @@ async fn boot(
         let secret = config
             .and_then(|c| c.status.as_ref())
             .and_then(|s| s.data_secret_name.clone());
-        if let Some(secret) = secret {
-            let _ = machines
+        if let Some(secret) = secret
+            && let Err(e) = machines
                 .patch(
                     &name,
                     &PatchParams::default(),
                     &Patch::Merge(json!({ "spec": { "bootstrap": { "dataSecretName": secret } } })),
                 )
-                .await;
+                .await
+        {
+            eprintln!("machine {name}: cannot set its bootstrap data: {e}");
         }
         return;
     }
