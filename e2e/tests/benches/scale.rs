@@ -181,7 +181,9 @@ async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest:
         let server = workloads[i / per_workload].apiserver();
         let cluster = format!("c{i:04}");
         let url = if filtered {
-            let front = front(server, &cluster).await;
+            let front = Front::before(server, CLUSTER_NAME_LABEL, &cluster)
+                .await
+                .expect("front listens");
             let url = format!("https://127.0.0.1:{}", front.port());
             fronts.push(front);
             url
@@ -310,23 +312,6 @@ async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest:
     drop(workloads);
     drop(plane);
     row
-}
-
-/// A front for `cluster` before `server`: a serving certificate of the server's CA (the cluster's CA)
-/// and a connection of its own to the server, as the cluster's API server would be.
-async fn front(server: &testenv::apiserver::KubeApiServer, cluster: &str) -> Front {
-    let ca = testenv::pki::Ca::from_pem(server.ca_pem(), server.ca_key_pem()).unwrap();
-    let serving = ca
-        .issue(cluster, None, &["127.0.0.1"], testenv::pki::Usage::Server)
-        .unwrap();
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(false)).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let upstream = kubeadm_cluster::connection::client(config).unwrap();
-    Front::start(upstream, &serving, CLUSTER_NAME_LABEL, cluster)
-        .await
-        .expect("front listens")
 }
 
 /// A cluster and the workload API server that answers for it.

@@ -59,6 +59,29 @@ impl Front {
         Ok(Self { addr, task })
     }
 
+    /// A front before `server` (its CA serves as the cluster's), with a connection of its own to the
+    /// server, as the cluster's own API server would be.
+    pub async fn before(
+        server: &testenv::KubeApiServer,
+        label: &str,
+        value: &str,
+    ) -> Result<Self, String> {
+        let ca = testenv::pki::Ca::from_pem(server.ca_pem(), server.ca_key_pem())
+            .map_err(|e| e.to_string())?;
+        let serving = ca
+            .issue(value, None, &["127.0.0.1"], testenv::pki::Usage::Server)
+            .map_err(|e| e.to_string())?;
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(false))
+            .map_err(|e| e.to_string())?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let upstream = kubeadm_cluster::connection::client(config).map_err(|e| e.to_string())?;
+        Self::start(upstream, &serving, label, value)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     pub fn port(&self) -> u16 {
         self.addr.port()
     }

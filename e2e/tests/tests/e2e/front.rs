@@ -13,7 +13,6 @@ use kube::runtime::watcher;
 use kubeadm_api::meta::CLUSTER_NAME_LABEL;
 use testenv::ManagementPlane;
 use testenv::core_double::{kubeadm_init_uploaded_config, start_static_pods};
-use testenv::pki::{Ca, Usage};
 
 const ETCD: &str = "https://etcd.example:2379";
 
@@ -51,15 +50,12 @@ async fn a_cluster_sees_only_its_own_pods_and_nodes_through_its_front() {
     kubeadm_init_uploaded_config(&admin).await;
 
     let apiserver = server.apiserver();
-    let ca = Ca::from_pem(apiserver.ca_pem(), apiserver.ca_key_pem()).unwrap();
-    let serving = ca.issue("a", None, &["127.0.0.1"], Usage::Server).unwrap();
+    let front = Front::before(apiserver, CLUSTER_NAME_LABEL, "a")
+        .await
+        .unwrap();
     let kubeconfig =
         kube::config::Kubeconfig::from_yaml(&apiserver.kubeconfig_yaml(false)).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let upstream = kubeadm_cluster::connection::client(config.clone()).unwrap();
-    let front = Front::start(upstream, &serving, CLUSTER_NAME_LABEL, "a")
         .await
         .unwrap();
     // The cluster as a manager reaches it: its CA, the front's address, HTTP/2.
