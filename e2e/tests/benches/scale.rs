@@ -34,8 +34,10 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
@@ -52,8 +54,8 @@ const CONVERGE_TIMEOUT: Duration = Duration::from_secs(3600);
 const SETTLE: Duration = Duration::from_secs(30);
 /// Bound on one step of the stand-in for core Cluster API and the machines.
 const STEP_TIMEOUT: Duration = Duration::from_secs(20);
-/// How often the stand-in walks the Machines still without a Node.
-const WALK_EVERY: Duration = Duration::from_secs(30);
+/// When the stand-in looks again at a Machine without a Node that no event has woken.
+const REVISIT: Duration = Duration::from_secs(30);
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -206,11 +208,12 @@ async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest:
             .collect(),
     ));
 
+    let watched = Watched::start(&client).await;
     let started = Instant::now();
     for workload in &clusters {
         create_cluster(&client, workload).await;
     }
-    wait_until(&client, n, |kcps, machines| {
+    wait_until(&watched, n, |kcps, machines| {
         kcps.iter().filter(|k| converged(k, 1)).count() == n
             && machines
                 .iter()
@@ -233,7 +236,7 @@ async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest:
             .await
             .unwrap();
     }
-    wait_until(&client, n, |kcps, _| {
+    wait_until(&watched, n, |kcps, _| {
         kcps.iter().filter(|k| converged(k, 3)).count() == scaled
     })
     .await;
@@ -241,9 +244,10 @@ async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest:
     println!("N={n}: {scaled} control planes scaled 1 → 3 in {scale:.0?}");
     let machines = n * 2 + scaled * 2;
 
-    settle(&client).await;
+    settle(&watched).await;
     // The double only acts on change; stopped, it cannot add to the API server's work at rest.
     double.abort();
+    drop(watched);
 
     let apiserver_pid = plane.apiserver().pid();
     let before = Sample::take(&managers, apiserver_pid).await;
@@ -455,6 +459,10 @@ async fn create_cluster(client: &kube::Client, workload: &Workload) {
 /// bootstrap data its KubeadmConfig names, then (as if the machine booted and joined) a Node and, on
 /// control-plane machines, running mirror pods in its workload API server, a nodeRef and Ready
 /// conditions; a control plane that reports itself initialized marks its Cluster so.
+///
+/// A controller like any other: Machine and KubeadmConfig changes trigger a Machine's step, up to
+/// [`DOUBLE_CONCURRENCY`] at once, and each step reads its Machine and KubeadmConfig live, so that a
+/// step never repeats a write that changes nothing (which no watch would report) on a stale view.
 async fn double(
     client: kube::Client,
     workloads: Arc<Vec<kube::Client>>,
@@ -462,128 +470,125 @@ async fn double(
 ) {
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let configs: Api<KubeadmConfig> = Api::namespaced(client.clone(), NS);
+    let initialized = mark_initialized(client.clone());
+    let double = Arc::new(Double {
+        client,
+        workloads,
+        index,
+    });
+    let machines = Controller::new(machines, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(DOUBLE_CONCURRENCY))
+        // A KubeadmConfig is named after its Machine.
+        .watches(configs, watcher::Config::default(), |config| {
+            Some(ObjectRef::new(&config.name_any()).within(NS))
+        })
+        .run(
+            |machine, double| async move { double.step(&machine.name_any()).await },
+            |machine, error, _| {
+                eprintln!("machine {}: {error}; retried", machine.name_any());
+                Action::requeue(Duration::from_secs(5))
+            },
+            double,
+        )
+        .for_each(|_| async {});
+    futures::future::join(machines, initialized).await;
+}
+
+/// Marks each Cluster whose control plane says it is initialized, as core Cluster API does.
+async fn mark_initialized(client: kube::Client) {
     let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
-    let (config_store, writer) = kube::runtime::reflector::store();
-    let config_events = kube::runtime::reflector::reflector(
-        writer,
-        watcher(configs, watcher::Config::default()).default_backoff(),
-    )
-    .applied_objects()
-    .filter_map(|c| async move { seen("KubeadmConfig", c).map(|c| Wake::Config(c.name_any())) });
-    let (machine_store, writer) = kube::runtime::reflector::store();
-    let machine_events = kube::runtime::reflector::reflector(
-        writer,
-        watcher(machines.clone(), watcher::Config::default()).default_backoff(),
-    )
-    .applied_objects()
-    .filter_map(|m| async move { seen("Machine", m).map(|m| Wake::Machine(m.name_any())) });
-    let kcp_events = watcher(kcps, watcher::Config::default())
+    let clusters: Api<Cluster> = Api::namespaced(client, NS);
+    let mut marked = std::collections::BTreeSet::new();
+    let mut events = watcher(kcps, watcher::Config::default())
         .default_backoff()
         .applied_objects()
-        .filter_map(|k| async move {
-            let kcp = seen("KubeadmControlPlane", k)?;
-            let initialized = kcp
-                .status
-                .as_ref()
-                .and_then(|s| s.initialization.as_ref())
-                .and_then(|i| i.control_plane_initialized)
-                == Some(true);
-            let cluster = kcp.labels().get(CLUSTER_NAME_LABEL).cloned()?;
-            initialized.then_some(Wake::Initialized(cluster))
-        });
-    // A step that timed out (a workload API server that stopped answering one connection, say) is
-    // taken again by a periodic walk over the Machines still without a Node.
-    let walks = futures::stream::unfold((), |()| async {
-        tokio::time::sleep(WALK_EVERY).await;
-        Some((Wake::Walk, ()))
-    });
-    let mut events = futures::stream::select(
-        futures::stream::select(config_events, machine_events),
-        futures::stream::select(kcp_events, walks),
-    )
-    .boxed();
-    let mut initialized = std::collections::BTreeSet::new();
-    while let Some(wake) = events.next().await {
-        let name = match wake {
-            Wake::Machine(name) | Wake::Config(name) => name,
-            Wake::Walk => {
-                for machine in machine_store.state() {
-                    if !has_node(&machine) {
-                        let config = config_store.get(
-                            &kube::runtime::reflector::ObjectRef::new(&machine.name_any())
-                                .within(NS),
-                        );
-                        step(&client, &workloads, &index, &machine, config.as_deref()).await;
-                    }
-                }
-                continue;
-            }
-            Wake::Initialized(cluster) => {
-                if initialized.insert(cluster.clone()) {
-                    // Bounded like every step: the client has no read timeout of its own.
-                    let marked = tokio::time::timeout(
-                        STEP_TIMEOUT,
-                        Api::<Cluster>::namespaced(client.clone(), NS).patch_status(
-                            &cluster,
-                            &PatchParams::default(),
-                            &Patch::Merge(json!({ "status": { "initialization": { "controlPlaneInitialized": true } } })),
-                        ),
-                    )
-                    .await;
-                    if !matches!(marked, Ok(Ok(_))) {
-                        eprintln!(
-                            "cluster {cluster}: cannot mark it initialized; the next event retries"
-                        );
-                        initialized.remove(&cluster);
-                    }
-                }
+        .boxed();
+    while let Some(event) = events.next().await {
+        let kcp = match event {
+            Ok(kcp) => kcp,
+            Err(e) => {
+                eprintln!("watch of KubeadmControlPlanes failed: {e}");
                 continue;
             }
         };
-        let key = kube::runtime::reflector::ObjectRef::new(&name).within(NS);
-        let Some(machine) = machine_store.get(&key) else {
+        let initialized = kcp
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.control_plane_initialized)
+            == Some(true);
+        let Some(cluster) = kcp.labels().get(CLUSTER_NAME_LABEL).cloned() else {
             continue;
         };
-        let config = config_store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(NS));
-        step(&client, &workloads, &index, &machine, config.as_deref()).await;
+        if !initialized || marked.contains(&cluster) {
+            continue;
+        }
+        // Bounded like every step: the client has no read timeout of its own.
+        let patched = tokio::time::timeout(
+            STEP_TIMEOUT,
+            clusters.patch_status(
+                &cluster,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({ "status": { "initialization": { "controlPlaneInitialized": true } } }),
+                ),
+            ),
+        )
+        .await;
+        if matches!(patched, Ok(Ok(_))) {
+            marked.insert(cluster);
+        } else {
+            eprintln!("cluster {cluster}: cannot mark it initialized; the next event retries");
+        }
     }
 }
 
-/// The object of a watch event; a failed watch is printed (it retries with backoff), so that a stand-in
-/// that stops seeing changes says why.
-fn seen<K>(what: &str, event: Result<K, watcher::Error>) -> Option<K> {
-    event
-        .inspect_err(|e| eprintln!("watch of {what}s failed: {e}"))
-        .ok()
+/// How many Machines the double moves on at once.
+const DOUBLE_CONCURRENCY: u16 = 16;
+
+struct Double {
+    client: kube::Client,
+    workloads: Arc<Vec<kube::Client>>,
+    index: BTreeMap<String, usize>,
 }
 
-/// [`boot`], bounded: one answerless call must not stop every other machine.
-async fn step(
-    client: &kube::Client,
-    workloads: &[kube::Client],
-    index: &BTreeMap<String, usize>,
-    machine: &Machine,
-    config: Option<&KubeadmConfig>,
-) {
-    let bounded = tokio::time::timeout(
-        STEP_TIMEOUT,
-        boot(client, workloads, index, machine, config),
-    );
-    if bounded.await.is_err() {
-        eprintln!(
-            "machine {}: a step timed out; the next walk retries it",
-            machine.name_any()
-        );
+impl Double {
+    /// [`boot`] on the live Machine and KubeadmConfig, bounded: one answerless call must not hold a
+    /// worker forever. A Machine without a Node yet is looked at again after a while even if no
+    /// event comes.
+    async fn step(&self, name: &str) -> Result<Action, std::io::Error> {
+        let bounded = tokio::time::timeout(STEP_TIMEOUT, async {
+            let machine = Api::<Machine>::namespaced(self.client.clone(), NS)
+                .get_opt(name)
+                .await
+                .map_err(std::io::Error::other)?;
+            let Some(machine) = machine else {
+                return Ok(Action::await_change());
+            };
+            let config = Api::<KubeadmConfig>::namespaced(self.client.clone(), NS)
+                .get_opt(name)
+                .await
+                .map_err(std::io::Error::other)?;
+            boot(
+                &self.client,
+                &self.workloads,
+                &self.index,
+                &machine,
+                config.as_ref(),
+            )
+            .await;
+            Ok(
+                if has_node(&machine) || machine.metadata.deletion_timestamp.is_some() {
+                    Action::await_change()
+                } else {
+                    Action::requeue(REVISIT)
+                },
+            )
+        });
+        bounded
+            .await
+            .map_err(|_| std::io::Error::other("a step timed out"))?
     }
-}
-
-enum Wake {
-    Machine(String),
-    Config(String),
-    /// The control plane of this Cluster says it is initialized.
-    Initialized(String),
-    /// Time to look at every Machine still without a Node.
-    Walk,
 }
 
 /// One step of a Machine's life as core Cluster API and the machine would take it.
@@ -739,24 +744,68 @@ fn converged(kcp: &KubeadmControlPlane, replicas: i32) -> bool {
         && s.replicas == Some(replicas)
 }
 
-/// Waits (listing every 2 s) until `done` holds for the control planes and Machines.
+/// The bench's own view of the control planes and Machines, kept by watches (so that waiting for N
+/// clusters does not list them all every few seconds).
+struct Watched {
+    kcps: Store<KubeadmControlPlane>,
+    machines: Store<Machine>,
+    tasks: [tokio::task::JoinHandle<()>; 2],
+}
+
+impl Watched {
+    async fn start(client: &kube::Client) -> Self {
+        fn kept<K>(api: Api<K>) -> (Store<K>, tokio::task::JoinHandle<()>)
+        where
+            K: kube::Resource<DynamicType = ()>
+                + Clone
+                + std::fmt::Debug
+                + for<'de> k8s_openapi::serde::Deserialize<'de>
+                + Send
+                + Sync
+                + 'static,
+        {
+            let (store, writer) = kube::runtime::reflector::store();
+            let stream = kube::runtime::reflector::reflector(
+                writer,
+                watcher(api, watcher::Config::default()).default_backoff(),
+            );
+            let task = tokio::spawn(stream.for_each(|event| async move {
+                if let Err(e) = event {
+                    eprintln!("the bench's watch failed: {e}");
+                }
+            }));
+            (store, task)
+        }
+        let (kcps, a) = kept(Api::namespaced(client.clone(), NS));
+        let (machines, b) = kept(Api::namespaced(client.clone(), NS));
+        kcps.wait_until_ready().await.unwrap();
+        machines.wait_until_ready().await.unwrap();
+        Watched {
+            kcps,
+            machines,
+            tasks: [a, b],
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Waits (looking every 2 s) until `done` holds for the control planes and Machines.
 async fn wait_until(
-    client: &kube::Client,
+    watched: &Watched,
     n: usize,
-    done: impl Fn(&[KubeadmControlPlane], &[Machine]) -> bool,
+    done: impl Fn(&[Arc<KubeadmControlPlane>], &[Arc<Machine>]) -> bool,
 ) {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
-        let kcps = Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-        let machines = Api::<Machine>::namespaced(client.clone(), NS)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
+        let kcps = watched.kcps.state();
+        let machines = watched.machines.state();
         if done(&kcps, &machines) {
             return;
         }
@@ -777,16 +826,17 @@ async fn wait_until(
     }
 }
 
-/// Waits until no Machine, KubeadmControlPlane or KubeadmConfig changed for [`SETTLE`] (at most 10
-/// minutes).
-async fn settle(client: &kube::Client) {
+/// Waits until no Machine or KubeadmControlPlane changed for [`SETTLE`] (at most 10 minutes).
+async fn settle(watched: &Watched) {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut last = String::new();
     let mut since = Instant::now();
     while Instant::now() < deadline {
-        let objects = versions(&Api::<Machine>::namespaced(client.clone(), NS)).await;
-        let kcps = versions(&Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)).await;
-        let now = format!("{objects}|{kcps}");
+        let now = format!(
+            "{}|{}",
+            versions(&watched.machines),
+            versions(&watched.kcps)
+        );
         if now != last {
             last = now;
             since = Instant::now();
@@ -797,21 +847,24 @@ async fn settle(client: &kube::Client) {
     }
 }
 
-/// The resource versions of every object `api` lists.
-async fn versions<K>(api: &Api<K>) -> String
+/// The resource versions of every object in `store`, in a stable order.
+fn versions<K>(store: &Store<K>) -> String
 where
-    K: kube::Resource + Clone + for<'de> k8s_openapi::serde::Deserialize<'de> + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
 {
-    api.list_metadata(&ListParams::default())
-        .await
-        .map(|l| {
-            l.items
-                .iter()
-                .map(|o| o.resource_version().unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join(",")
+    let mut versions: Vec<String> = store
+        .state()
+        .iter()
+        .map(|o| {
+            format!(
+                "{}={}",
+                o.name_any(),
+                o.resource_version().unwrap_or_default()
+            )
         })
-        .unwrap_or_default()
+        .collect();
+    versions.sort();
+    versions.join(",")
 }
 
 /// What each manager and the management kube-apiserver had spent at one moment.
