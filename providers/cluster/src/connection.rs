@@ -25,7 +25,11 @@ const HTTP1_READ_BUFFER: usize = 64 * 1024;
 /// A client for the API server `config` names, over one multiplexed connection where possible. Requests
 /// that upgrade the connection (port-forwards, exec), which HTTP/2 cannot carry, go over HTTP/1.1.
 pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
-    let tls = config.rustls_client_config()?;
+    let mut tls = config.rustls_client_config()?;
+    // rustls keeps a cache of 256 session tickets per configuration, about 15 KiB with a client per
+    // workload cluster; the connection is long-lived, and a full handshake on the rare reconnect costs
+    // less than keeping the tickets.
+    tls.resumption = rustls::client::Resumption::disabled();
     let router = Router {
         multiplexed: http_client(&config, tls.clone(), &[b"h2", b"http/1.1"]),
         upgrades: http_client(&config, tls, &[b"http/1.1"]),

@@ -9,6 +9,7 @@ pub mod events;
 pub mod health;
 pub mod leader;
 pub mod manager;
+pub mod memory;
 pub mod metrics;
 pub mod rate_limit;
 pub mod shutdown;

@@ -285,6 +285,7 @@ where
     Fut: Future<Output = Result<(), Error>>,
 {
     let name = manager.name;
+    crate::memory::limit_arenas();
     telemetry::init(args.log_format);
     tracing::info!(
         manager = name,
@@ -304,6 +305,8 @@ where
     };
     let readiness = Readiness::default();
     let listener = health::bind(args.health_addr).await?;
+    // From here on every way out goes through the end of this function, which stops it.
+    let give_back = tokio::spawn(crate::memory::give_back());
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz and /readyz");
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -354,6 +357,7 @@ where
         Ok(Err(e)) => tracing::warn!(error = %e, "health server ended with an error"),
         Err(e) => tracing::warn!(error = %e, "health server task failed"),
     }
+    give_back.abort();
     tracing::info!(manager = name, "stopped");
     result
 }
