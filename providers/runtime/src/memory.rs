@@ -18,7 +18,9 @@ pub const GIVE_BACK_EVERY: Duration = Duration::from_secs(60);
 /// that memory freed by one worker is reused by the other rather than kept apart.
 const ARENAS: i32 = 2;
 
-/// Caps glibc's arenas; call before the runtime's threads allocate much.
+/// Caps glibc's arenas from now on; arenas made before stay. [`crate::manager`] calls it once the
+/// runtime's workers already run, and they may have made theirs (three arenas were seen at 1,000
+/// clusters): calling it before the runtime is built would hold the cap exactly.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; M_ARENA_MAX takes any positive count.
