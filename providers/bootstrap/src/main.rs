@@ -53,9 +53,12 @@ struct RunArgs {
     kubeadmconfig_concurrency: u16,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    kubeadm_runtime::memory::block_on(execute(Cli::parse().command))
+}
+
+async fn execute(command: Command) -> ExitCode {
+    match command {
         Command::Run(args) => {
             let settings = controller::Settings {
                 token_ttl: args.bootstrap_token_ttl,

@@ -99,9 +99,12 @@ fn signed(d: std::time::Duration) -> k8s_openapi::jiff::SignedDuration {
     k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or(k8s_openapi::jiff::SignedDuration::MAX)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    kubeadm_runtime::memory::block_on(execute(Cli::parse().command))
+}
+
+async fn execute(command: Command) -> ExitCode {
+    match command {
         Command::Run(run) => {
             let RunArgs {
                 manager: args,

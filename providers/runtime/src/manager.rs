@@ -285,7 +285,6 @@ where
     Fut: Future<Output = Result<(), Error>>,
 {
     let name = manager.name;
-    crate::memory::limit_arenas();
     telemetry::init(args.log_format);
     tracing::info!(
         manager = name,

@@ -5,8 +5,8 @@
 //! each thread that allocates gets an arena of its own (up to eight per core), and free pages in the
 //! middle of an arena are only returned by `malloc_trim`. Measured at 100 clusters at rest, the
 //! control-plane manager had 30 MB in use and 48 MB taken from the system. Go's runtime returns such
-//! memory by itself; here [`limit_arenas`] caps the arenas at the start and [`give_back`] trims them
-//! on a slow timer. Other allocators and platforms are left as they are.
+//! memory by itself; here [`block_on`] caps the arenas before any worker starts and [`give_back`] trims
+//! them on a slow timer. Other allocators and platforms are left as they are.
 
 use std::time::Duration;
 
@@ -18,9 +18,24 @@ pub const GIVE_BACK_EVERY: Duration = Duration::from_secs(60);
 /// that memory freed by one worker is reused by the other rather than kept apart.
 const ARENAS: i32 = 2;
 
-/// Caps glibc's arenas from now on; arenas made before stay. [`crate::manager`] calls it once the
-/// runtime's workers already run, and they may have made theirs (three arenas were seen at 1,000
-/// clusters): calling it before the runtime is built would hold the cap exactly.
+/// Runs a manager's `main` to its exit code on a multi-threaded runtime built after [`limit_arenas`],
+/// so that its workers start under the cap: capped later, workers that had allocated kept arenas of
+/// their own (three were seen at 1,000 clusters).
+pub fn block_on(main: impl Future<Output = std::process::ExitCode>) -> std::process::ExitCode {
+    limit_arenas();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(main),
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Caps glibc's arenas from now on; arenas made before stay.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; M_ARENA_MAX takes any positive count.
