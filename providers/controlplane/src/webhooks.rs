@@ -156,7 +156,7 @@ pub fn watch(
     let kcp_events = reflector::reflector(
         kcp_writer,
         kubeadm_runtime::watching::watch(kcp_api(client, namespace), watcher::Config::default())
-            .modify(|kcp| kcp.managed_fields_mut().clear()),
+            .modify(kubeadm_runtime::watching::without_managed_fields),
     );
     let mut crds = Vec::new();
     let mut crd_events = Vec::new();
@@ -170,7 +170,7 @@ pub fn watch(
             )
             // Only the group, kind and labels are read: drop the schemas, the bulk of a CRD.
             .modify(|crd| {
-                crd.managed_fields_mut().clear();
+                kubeadm_runtime::watching::without_managed_fields(crd);
                 crd.annotations_mut().clear();
                 for version in &mut crd.spec.versions {
                     version.schema = None;

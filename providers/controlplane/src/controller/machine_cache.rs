@@ -221,7 +221,7 @@ impl MachineCache {
                 api,
                 watcher::Config::default().labels(CONTROL_PLANE_LABEL),
             )
-            .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear()),
+            .modify(kubeadm_runtime::watching::without_managed_fields::<DynamicObject>),
         );
         let feed = tokio::spawn(events.for_each(move |event| {
             if let Err(e) = event {
