@@ -19,6 +19,7 @@ pub mod preview;
 pub mod rbac;
 mod reconcile;
 mod scope;
+mod slim_watch;
 mod status;
 mod workload;
 mod workload_watches;
