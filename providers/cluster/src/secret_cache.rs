@@ -48,7 +48,7 @@ impl SecretCache {
 /// Keeps of each Secret what a reconcile reads: the data of cluster certificates and kubeconfigs
 /// only, and no managed fields.
 fn slim(secret: &mut Secret) {
-    secret.metadata.managed_fields = None;
+    watching::without_managed_fields(secret);
     let read = secret
         .metadata
         .labels

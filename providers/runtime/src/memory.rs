@@ -36,7 +36,7 @@ pub fn block_on(main: impl Future<Output = std::process::ExitCode>) -> std::proc
 }
 
 /// Caps glibc's arenas from now on; arenas made before stay.
-pub fn limit_arenas() {
+fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; M_ARENA_MAX takes any positive count.
     unsafe {
