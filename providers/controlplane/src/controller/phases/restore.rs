@@ -91,17 +91,37 @@ pub(super) async fn reconcile(
             return Ok(None);
         }
         Step::Stage(_) => (STAGE_SNAPSHOT, None),
+        // The Event of an irreversible step goes first: a manager stopped between the deletes and
+        // the Event would leave them unexplained, since the next one only sees them deleting.
         Step::Delete(names) => {
+            publish_about(
+                ctx,
+                cp.kcp,
+                &events::ETCD_RESTORE,
+                DELETE_MACHINES,
+                &note,
+                None,
+            )
+            .await;
             for name in names {
                 machines::delete(ctx, &cp.namespace, name).await?;
             }
-            (DELETE_MACHINES, None)
+            return Ok(Some(Next::Stepped));
         }
         Step::ReleaseHooks(names) => {
+            publish_about(
+                ctx,
+                cp.kcp,
+                &events::ETCD_RESTORE,
+                RELEASE_HOOKS,
+                &note,
+                None,
+            )
+            .await;
             for name in names {
                 annotate_machine(ctx, &cp.namespace, name, CLEANUP_HOOK_ANNOTATION, None).await?;
             }
-            (RELEASE_HOOKS, None)
+            return Ok(Some(Next::Stepped));
         }
         Step::WaitForDeletion(_) | Step::WaitForMachine(_) => return Ok(Some(Next::Waiting)),
         Step::Create => {
