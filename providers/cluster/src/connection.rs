@@ -17,22 +17,40 @@ use kube::client::{Body, ConfigExt};
 /// How often an HTTP/2 connection is pinged, and how long an answer may take before it is dropped.
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
-/// An idle connection (e.g. HTTP/1.1 to a server without HTTP/2) is closed after this long.
-const IDLE_FOR: Duration = Duration::from_secs(60);
+/// How long an idle connection stays in a client's pool. The multiplexed connection stays while it lives:
+/// hyper-util's pool marks a shared HTTP/2 connection idle when it is checked out and never again while
+/// its streams run, so any timeout would drop the connection a cluster's watches still use and make the
+/// next call (a watch renewal every few minutes) open a new one with a full TLS handshake. Pings notice a
+/// dead server, and the client goes with its cluster. An upgrade takes its HTTP/1.1 connection for good;
+/// an idle one is closed after a minute.
+const MULTIPLEXED_IDLE: Option<Duration> = None;
+const UPGRADES_IDLE: Option<Duration> = Some(Duration::from_secs(60));
 /// Cap on an HTTP/1.1 connection's read buffer (hyper's default grows to about 400 KiB and stays).
 const HTTP1_READ_BUFFER: usize = 64 * 1024;
 
 /// A client for the API server `config` names, over one multiplexed connection where possible. Requests
 /// that upgrade the connection (port-forwards, exec), which HTTP/2 cannot carry, go over HTTP/1.1.
 pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    client_idling(config, MULTIPLEXED_IDLE)
+}
+
+fn client_idling(
+    config: kube::Config,
+    multiplexed_idle: Option<Duration>,
+) -> Result<kube::Client, kube::Error> {
     let mut tls = config.rustls_client_config()?;
     // rustls keeps a cache of 256 session tickets per configuration, about 15 KiB with a client per
     // workload cluster; the connection is long-lived, and a full handshake on the rare reconnect costs
     // less than keeping the tickets.
     tls.resumption = rustls::client::Resumption::disabled();
     let router = Router {
-        multiplexed: http_client(&config, tls.clone(), &[b"h2", b"http/1.1"]),
-        upgrades: http_client(&config, tls, &[b"http/1.1"]),
+        multiplexed: http_client(
+            &config,
+            tls.clone(),
+            &[b"h2", b"http/1.1"],
+            multiplexed_idle,
+        ),
+        upgrades: http_client(&config, tls, &[b"http/1.1"], UPGRADES_IDLE),
     };
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
@@ -49,6 +67,7 @@ fn http_client(
     config: &kube::Config,
     mut tls: rustls::ClientConfig,
     protocols: &[&[u8]],
+    idle: Option<Duration>,
 ) -> HttpClient<Https, Body> {
     tls.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
     let mut tcp = HttpConnector::new();
@@ -57,7 +76,7 @@ fn http_client(
     HttpClient::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(IDLE_FOR)
+        .pool_idle_timeout(idle)
         .pool_max_idle_per_host(1)
         .http1_max_buf_size(HTTP1_READ_BUFFER)
         .http2_keep_alive_interval(PING_EVERY)
@@ -98,7 +117,163 @@ fn upgrades<B>(request: &http::Request<B>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::AsyncBufReadExt;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    use hyper::body::{Bytes, Frame};
+    use hyper_util::rt::TokioIo;
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    use tokio::net::TcpListener;
+
     use super::*;
+
+    /// An HTTP/2 API server over TLS on loopback that counts the connections it accepts. `/watch`
+    /// answers with one line and then keeps its stream open, like a watch with nothing to report;
+    /// anything else answers `{}`.
+    struct Server {
+        url: String,
+        ca: CertificateDer<'static>,
+        accepted: Arc<AtomicUsize>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Server {
+        async fn start() -> Self {
+            let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+                .unwrap()
+                .signed_by(&key, &ca)
+                .unwrap();
+            let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+            tls.alpn_protocols = vec![b"h2".to_vec()];
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("https://{}", listener.local_addr().unwrap());
+            let accepted = Arc::new(AtomicUsize::new(0));
+            let counted = Arc::clone(&accepted);
+            let task = tokio::spawn(async move {
+                let mut connections = tokio::task::JoinSet::new();
+                while let Ok((tcp, _)) = listener.accept().await {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let acceptor = acceptor.clone();
+                    connections.spawn(async move {
+                        let Ok(stream) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .serve_connection(
+                                TokioIo::new(stream),
+                                hyper::service::service_fn(answer),
+                            )
+                            .await;
+                    });
+                }
+            });
+            Self {
+                url,
+                ca: ca.der().clone(),
+                accepted,
+                task,
+            }
+        }
+
+        fn client(&self, multiplexed_idle: Option<Duration>) -> kube::Client {
+            let mut config = kube::Config::new(self.url.parse().unwrap());
+            config.root_cert = Some(vec![self.ca.to_vec()]);
+            client_idling(config, multiplexed_idle).unwrap()
+        }
+
+        fn accepted(&self) -> usize {
+            self.accepted.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    type AnswerBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+    async fn answer(
+        request: http::Request<hyper::body::Incoming>,
+    ) -> Result<http::Response<AnswerBody>, std::convert::Infallible> {
+        let body = if request.uri().path() == "/watch" {
+            let line = futures::stream::once(async { Ok(Frame::data(Bytes::from("{}\n"))) });
+            StreamBody::new(futures::StreamExt::chain(line, futures::stream::pending())).boxed()
+        } else {
+            Full::new(Bytes::from("{}")).boxed()
+        };
+        Ok(http::Response::new(body))
+    }
+
+    /// Opens a watch, waits `idle_for` and makes two calls; returns the connections the server accepted.
+    async fn connections_for_a_watch_and_calls(
+        server: &Server,
+        multiplexed_idle: Option<Duration>,
+        idle_for: Duration,
+    ) -> usize {
+        let client = server.client(multiplexed_idle);
+        let get = |path: &str| http::Request::get(path).body(Vec::new()).unwrap();
+        let mut watch = Box::pin(client.request_stream(get("/watch")).await.unwrap());
+        let mut line = String::new();
+        watch.read_line(&mut line).await.unwrap();
+        assert_eq!(line, "{}\n", "the watch's first line");
+        tokio::time::sleep(idle_for).await;
+        for _ in 0..2 {
+            assert_eq!(client.request_text(get("/api")).await.unwrap(), "{}");
+        }
+        server.accepted()
+    }
+
+    #[tokio::test]
+    async fn a_watch_and_the_calls_beside_it_share_one_connection_however_long_it_runs() {
+        let server = Server::start().await;
+        let accepted = connections_for_a_watch_and_calls(
+            &server,
+            MULTIPLEXED_IDLE,
+            Duration::from_millis(600),
+        )
+        .await;
+        assert_eq!(
+            accepted, 1,
+            "connections accepted for one watch and two calls"
+        );
+    }
+
+    /// Why the multiplexed pool keeps no idle timeout: hyper-util drops the shared connection once the
+    /// timeout has passed since its last checkout, although the watch still runs on it. Should this
+    /// start to fail, hyper-util keeps busy HTTP/2 connections and a timeout could come back.
+    #[tokio::test]
+    async fn an_idle_timeout_would_drop_the_connection_a_watch_still_uses() {
+        let server = Server::start().await;
+        let accepted = connections_for_a_watch_and_calls(
+            &server,
+            Some(Duration::from_millis(200)),
+            Duration::from_millis(600),
+        )
+        .await;
+        assert_eq!(
+            accepted, 2,
+            "connections accepted for one watch and two calls"
+        );
+    }
 
     #[test]
     fn only_upgrade_requests_take_http1() {

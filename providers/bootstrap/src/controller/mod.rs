@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, Recorder, Reporter};
+use kube::runtime::events::{Event, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::conditions::{reasons, types};
@@ -30,6 +30,7 @@ use kubeadm_api::events::EventReason;
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
 };
+use kubeadm_runtime::events::Recorder;
 use serde_json::json;
 
 use kubeadm_cluster::SecretCache;
@@ -201,15 +202,16 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     }
     let controller = controller
         .graceful_shutdown_on(shutdown.clone().wait())
-        .run(reconcile, error_policy, context)
+        .run(reconcile, error_policy, Arc::clone(&context))
         .for_each(|outcome| async move { log_outcome(outcome) });
-    let with_secrets = async move {
+    let with_caches = async move {
         tokio::select! {
             () = controller => {}
             () = secrets_feed => {}
+            () = context.recorder.forget_when_quiet() => {}
         }
     };
-    run_until_shutdown(with_secrets, shutdown).await;
+    run_until_shutdown(with_caches, shutdown).await;
 }
 
 /// Retries failed reconciles with exponential backoff, per config (see [`ErrorBackoff`]).

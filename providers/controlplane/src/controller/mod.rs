@@ -19,6 +19,7 @@ pub mod preview;
 pub mod rbac;
 mod reconcile;
 mod scope;
+mod slim_watch;
 mod status;
 mod workload;
 mod workload_watches;
@@ -31,7 +32,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
@@ -39,6 +40,7 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_cluster::certificates::CertError;
 use kubeadm_runtime::Shutdown;
 use kubeadm_runtime::controller::{ErrorBackoff, log_outcome, run_until_shutdown};
+use kubeadm_runtime::events::Recorder;
 use kubeadm_runtime::watching::{
     cached_or_live, controller, copy, scoped_api, served, watcher_config,
 };
@@ -228,13 +230,14 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
                 .then(|| ObjectRef::new(&reference.name).within(&namespace))
         })
         .graceful_shutdown_on(shutdown.clone().wait())
-        .run(reconcile, error_policy, context)
+        .run(reconcile, error_policy, Arc::clone(&context))
         .for_each(|outcome| async move { log_outcome(outcome) });
     let with_caches = async move {
         tokio::select! {
             () = controller => {}
             () = secrets_feed => {}
             () = configs_feed => {}
+            () = context.recorder.forget_when_quiet() => {}
         }
     };
     run_until_shutdown(with_caches, shutdown).await;

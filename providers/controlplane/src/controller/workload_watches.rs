@@ -19,10 +19,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::CONTROL_PLANE_NODE_ROLE;
 
+use super::slim_watch::SlimWatch;
 use crate::endpoints::CONTROL_PLANE_POD_SELECTOR;
 
 /// Failed watch attempts in a row after which a cluster's watches are closed.
@@ -125,7 +125,7 @@ fn lock(open: &Mutex<HashMap<ClusterKey, Opened>>) -> MutexGuard<'_, HashMap<Clu
 
 /// What a watch saw of one object: enough to tell whether a reconcile would see something new.
 #[derive(Debug, PartialEq)]
-enum Seen {
+pub(super) enum Seen {
     /// The object, by kind and name, with a digest of what the controller reads from it.
     Present(String, u64),
     Gone(String),
@@ -137,36 +137,28 @@ enum Seen {
 /// The control-plane static pods and Nodes of the cluster behind `client`, as [`Seen`] events.
 fn cluster_events(
     client: &kube::Client,
-) -> impl Stream<Item = Result<Seen, watcher::Error>> + Send + use<> {
-    let pods = kubeadm_runtime::watching::watch(
-        Api::<Pod>::namespaced(client.clone(), "kube-system"),
-        watcher::Config::default().labels(CONTROL_PLANE_POD_SELECTOR),
-    )
-    .map(|event| event.map(|event| seen(event, "pod", pod_digest)));
-    let nodes = kubeadm_runtime::watching::watch(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default().labels(CONTROL_PLANE_NODE_ROLE),
-    )
-    .map(|event| event.map(|event| seen(event, "node", node_digest)));
-    futures::stream::select(pods, nodes)
-}
-
-fn seen<K: ResourceExt>(event: watcher::Event<K>, kind: &str, digest: fn(&K) -> u64) -> Seen {
-    let name = |object: &K| format!("{kind}/{}", object.name_any());
-    match event {
-        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-            Seen::Present(name(&o), digest(&o))
-        }
-        watcher::Event::Delete(o) => Seen::Gone(name(&o)),
-        watcher::Event::Init => Seen::Listing,
-        watcher::Event::InitDone => Seen::Listed,
-    }
+) -> impl Stream<Item = Result<Seen, kube::Error>> + Send + use<> {
+    let pods = SlimWatch::new(
+        client.clone(),
+        Api::<Pod>::namespaced(client.clone(), "kube-system").resource_url(),
+        CONTROL_PLANE_POD_SELECTOR,
+        "pod",
+        pod_digest,
+    );
+    let nodes = SlimWatch::new(
+        client.clone(),
+        Api::<Node>::all(client.clone()).resource_url(),
+        CONTROL_PLANE_NODE_ROLE,
+        "node",
+        node_digest,
+    );
+    futures::stream::select(pods.events(), nodes.events())
 }
 
 /// Wakes `kcp` whenever the watched objects change in a way a reconcile would see, until the watches
 /// fail [`GIVE_UP_AFTER`] times in a row or nobody listens any more; returns why it stopped.
 async fn forward(
-    events: impl Stream<Item = Result<Seen, watcher::Error>>,
+    events: impl Stream<Item = Result<Seen, kube::Error>>,
     kcp: &ObjectRef<KubeadmControlPlane>,
     wake: &mpsc::UnboundedSender<ObjectRef<KubeadmControlPlane>>,
 ) -> &'static str {
@@ -364,7 +356,11 @@ mod tests {
     async fn wakes_go_out_until_the_watches_fail_too_often() {
         let (tx, mut woken) = mpsc::unbounded();
         let kcp = ObjectRef::<KubeadmControlPlane>::new("cp").within("ns");
-        let failure = || Err(watcher::Error::NoResourceVersion);
+        let failure = || {
+            Err(kube::Error::ReadEvents(
+                std::io::ErrorKind::ConnectionReset.into(),
+            ))
+        };
         let events = futures::stream::iter(
             [
                 Ok(Seen::Listing),
