@@ -17,21 +17,44 @@ use kube::client::{Body, ConfigExt};
 /// How often an HTTP/2 connection is pinged, and how long an answer may take before it is dropped.
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an idle connection stays in a client's pool. The multiplexed connection stays while it lives:
+/// What a client's multiplexed connection carries, which decides how long it stays idle in the pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Traffic {
+    /// Long-running watches beside calls: the connection stays while it lives.
+    #[default]
+    Watches,
+    /// Calls only, now and then: an idle connection is closed after a minute rather than kept and pinged.
+    Calls,
+}
+
+/// How long an idle connection stays in a client's pool. The multiplexed connection of a client with
+/// watches stays while it lives:
 /// hyper-util's pool marks a shared HTTP/2 connection idle when it is checked out and never again while
 /// its streams run, so any timeout would drop the connection a cluster's watches still use and make the
 /// next call (a watch renewal every few minutes) open a new one with a full TLS handshake. Pings notice a
 /// dead server, and the client goes with its cluster. An upgrade takes its HTTP/1.1 connection for good;
 /// an idle one is closed after a minute.
-const MULTIPLEXED_IDLE: Option<Duration> = None;
-const UPGRADES_IDLE: Option<Duration> = Some(Duration::from_secs(60));
+const WATCHES_IDLE: Option<Duration> = None;
+const CALLS_IDLE: Option<Duration> = Some(Duration::from_secs(60));
+const UPGRADES_IDLE: Option<Duration> = CALLS_IDLE;
 /// Cap on an HTTP/1.1 connection's read buffer (hyper's default grows to about 400 KiB and stays).
 const HTTP1_READ_BUFFER: usize = 64 * 1024;
 
 /// A client for the API server `config` names, over one multiplexed connection where possible. Requests
 /// that upgrade the connection (port-forwards, exec), which HTTP/2 cannot carry, go over HTTP/1.1.
 pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
-    client_idling(config, MULTIPLEXED_IDLE)
+    client_for(config, Traffic::Watches)
+}
+
+/// [`client`], for `traffic`.
+pub fn client_for(config: kube::Config, traffic: Traffic) -> Result<kube::Client, kube::Error> {
+    client_idling(
+        config,
+        match traffic {
+            Traffic::Watches => WATCHES_IDLE,
+            Traffic::Calls => CALLS_IDLE,
+        },
+    )
 }
 
 fn client_idling(
@@ -245,12 +268,9 @@ mod tests {
     #[tokio::test]
     async fn a_watch_and_the_calls_beside_it_share_one_connection_however_long_it_runs() {
         let server = Server::start().await;
-        let accepted = connections_for_a_watch_and_calls(
-            &server,
-            MULTIPLEXED_IDLE,
-            Duration::from_millis(600),
-        )
-        .await;
+        let accepted =
+            connections_for_a_watch_and_calls(&server, WATCHES_IDLE, Duration::from_millis(600))
+                .await;
         assert_eq!(
             accepted, 1,
             "connections accepted for one watch and two calls"

@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
+use crate::connection::Traffic;
+
 /// Key of the kubeconfig Secret that holds the kubeconfig.
 pub const KUBECONFIG_KEY: &str = "value";
 
@@ -107,6 +109,16 @@ pub async fn client_from_secret_at(
     cluster: &str,
     server: Option<&str>,
 ) -> Result<kube::Client, WorkloadError> {
+    client_from_secret_for(secret, namespace, cluster, server, Traffic::Watches).await
+}
+
+async fn client_from_secret_for(
+    secret: &Secret,
+    namespace: &str,
+    cluster: &str,
+    server: Option<&str>,
+    traffic: Traffic,
+) -> Result<kube::Client, WorkloadError> {
     let name = kubeconfig_secret_name(cluster);
     let unparseable = |reason: String| WorkloadError::Unparseable {
         namespace: namespace.to_owned(),
@@ -133,7 +145,7 @@ pub async fn client_from_secret_at(
             .parse()
             .map_err(|e| unparseable(format!("API server {server}: {e}")))?;
     }
-    crate::connection::client(config)
+    crate::connection::client_for(config, traffic)
         .map_err(|e| unparseable(format!("cannot build a client: {e}")))
 }
 
@@ -144,9 +156,20 @@ type ClientKey = (String, String, Option<String>);
 /// kubeconfig Secret it was built from and rebuilt when the Secret changes: building a client parses the
 /// kubeconfig and sets up TLS, which a reconcile should not repeat.
 #[derive(Default)]
-pub struct WorkloadClients(Mutex<HashMap<ClientKey, (String, kube::Client)>>);
+pub struct WorkloadClients {
+    clients: Mutex<HashMap<ClientKey, (String, kube::Client)>>,
+    traffic: Traffic,
+}
 
 impl WorkloadClients {
+    /// Clients that carry calls only (no watches): their idle connections are closed rather than kept.
+    pub fn for_calls() -> Self {
+        Self {
+            clients: Mutex::default(),
+            traffic: Traffic::Calls,
+        }
+    }
+
     /// The client for `cluster`, reading its kubeconfig Secret to see whether the cached one still holds.
     pub async fn get(
         &self,
@@ -192,7 +215,8 @@ impl WorkloadClients {
         {
             return Ok(client.clone());
         }
-        let client = client_from_secret_at(secret, namespace, cluster, server).await?;
+        let client =
+            client_from_secret_for(secret, namespace, cluster, server, self.traffic).await?;
         self.lock().insert(key, (version, client.clone()));
         Ok(client)
     }
@@ -204,7 +228,7 @@ impl WorkloadClients {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<ClientKey, (String, kube::Client)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

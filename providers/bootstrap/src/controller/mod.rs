@@ -163,7 +163,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         settings,
         recorder,
         backoff: ErrorBackoff::default(),
-        workload: WorkloadClients::default(),
+        // Token writes only, no watches: a cluster's connection is closed once idle.
+        workload: WorkloadClients::for_calls(),
     });
     let mut controller = controller
         // A Machine points at its config; its changes (nodeRef, version) matter to the config.
