@@ -21,6 +21,8 @@ use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
 
+use super::grouped::Grouped;
+
 /// How long a creation or deletion waits for the copy to show it.
 const CATCH_UP: Duration = Duration::from_secs(10);
 /// How long a namespace is read live after the copy did not catch up in time.
@@ -29,8 +31,10 @@ const LIVE_FOR: Duration = Duration::from_secs(60);
 const FIRST_LIST: Duration = Duration::from_secs(30);
 
 pub(super) struct MachineCache {
-    machines: Store<Machine>,
-    configs: Store<KubeadmConfig>,
+    /// By cluster name.
+    machines: Grouped<Machine>,
+    /// By control-plane name.
+    configs: Grouped<KubeadmConfig>,
     /// The infrastructure machines, one copy per kind, opened the first time a kind is read.
     infrastructure: Mutex<HashMap<(String, String), InfrastructureCopy>>,
     client: kube::Client,
@@ -41,7 +45,8 @@ pub(super) struct MachineCache {
 
 /// The copy of one infrastructure machine kind and the task feeding it (stopped with the cache).
 struct InfrastructureCopy {
-    store: Store<DynamicObject>,
+    /// By control-plane name.
+    copy: Arc<Grouped<DynamicObject>>,
     feed: tokio::task::AbortHandle,
 }
 
@@ -90,9 +95,17 @@ impl MachineCache {
     ) {
         // Every control-plane Machine, whatever the watch filter: a copy missing some would look like a
         // control plane short of machines.
-        let (machines, machine_events) = copy::<Machine>(client, namespace);
+        let (machines, machine_events) = Grouped::new(
+            CLUSTER_NAME_LABEL,
+            reflector::store::Writer::default(),
+            watch(client, namespace),
+        );
         let machine_events = machine_events.touched_objects();
-        let (configs, config_events) = copy::<KubeadmConfig>(client, namespace);
+        let (configs, config_events) = Grouped::new(
+            CONTROL_PLANE_NAME_LABEL,
+            reflector::store::Writer::default(),
+            watch(client, namespace),
+        );
         let configs_feed = config_events.for_each(|event| async move {
             if let Err(e) = event {
                 tracing::debug!(error = %e, "KubeadmConfigs watch failed; retrying");
@@ -115,7 +128,7 @@ impl MachineCache {
         if self.read_live(namespace) {
             return None;
         }
-        if tokio::time::timeout(FIRST_LIST, self.machines.wait_until_ready())
+        if tokio::time::timeout(FIRST_LIST, self.machines.store().wait_until_ready())
             .await
             .ok()?
             .is_err()
@@ -124,10 +137,8 @@ impl MachineCache {
         }
         let mut machines: Vec<Machine> = self
             .machines
-            .state()
+            .of(namespace, cluster)
             .iter()
-            .filter(|m| m.namespace().as_deref() == Some(namespace))
-            .filter(|m| m.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster))
             .map(|m| Machine::clone(m))
             .collect();
         machines.sort_by_key(ResourceExt::name_any);
@@ -139,7 +150,9 @@ impl MachineCache {
         if self.read_live(namespace) {
             return None;
         }
-        self.configs.get(&ObjectRef::new(name).within(namespace))
+        self.configs
+            .store()
+            .get(&ObjectRef::new(name).within(namespace))
     }
 
     /// The KubeadmConfigs of the control plane whose `cluster.x-k8s.io/control-plane-name` label is
@@ -150,16 +163,10 @@ impl MachineCache {
         namespace: &str,
         kcp_label: &str,
     ) -> Option<Vec<Arc<KubeadmConfig>>> {
-        if self.read_live(namespace) || !ready(&self.configs) {
+        if self.read_live(namespace) || !ready(self.configs.store()) {
             return None;
         }
-        Some(
-            self.configs
-                .state()
-                .into_iter()
-                .filter(|c| in_control_plane(c.as_ref(), namespace, kcp_label))
-                .collect(),
-        )
+        Some(self.configs.of(namespace, kcp_label))
     }
 
     /// The infrastructure machine `namespace/name` of kind `resource`, from the kind's copy (opened by
@@ -170,11 +177,12 @@ impl MachineCache {
         namespace: &str,
         name: &str,
     ) -> Option<Arc<DynamicObject>> {
-        let store = self.infrastructure_copy(resource);
-        if self.read_live(namespace) || !ready(&store) {
+        let copy = self.infrastructure_copy(resource);
+        if self.read_live(namespace) || !ready(copy.store()) {
             return None;
         }
-        store.get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
+        copy.store()
+            .get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
     }
 
     /// The infrastructure machines of kind `resource` of the control plane labelled `kcp_label`, from the
@@ -185,44 +193,38 @@ impl MachineCache {
         namespace: &str,
         kcp_label: &str,
     ) -> Option<Vec<Arc<DynamicObject>>> {
-        let store = self.infrastructure_copy(resource);
-        if self.read_live(namespace) || !ready(&store) {
+        let copy = self.infrastructure_copy(resource);
+        if self.read_live(namespace) || !ready(copy.store()) {
             return None;
         }
-        Some(
-            store
-                .state()
-                .into_iter()
-                .filter(|o| in_control_plane(o.as_ref(), namespace, kcp_label))
-                .collect(),
-        )
+        Some(copy.of(namespace, kcp_label))
     }
 
-    fn infrastructure_copy(&self, resource: &ApiResource) -> Store<DynamicObject> {
+    fn infrastructure_copy(&self, resource: &ApiResource) -> Arc<Grouped<DynamicObject>> {
         let key = (resource.group.clone(), resource.plural.clone());
         let mut copies = self
             .infrastructure
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(copy) = copies.get(&key) {
-            return copy.store.clone();
+        if let Some(infrastructure) = copies.get(&key) {
+            return infrastructure.copy.clone();
         }
         let api: Api<DynamicObject> = if self.namespace.is_empty() {
             Api::all_with(self.client.clone(), resource)
         } else {
             Api::namespaced_with(self.client.clone(), &self.namespace, resource)
         };
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
         let kind = resource.kind.clone();
-        let events = reflector::reflector(
-            writer,
+        let (copy, events) = Grouped::new(
+            CONTROL_PLANE_NAME_LABEL,
+            reflector::store::Writer::new(resource.clone()),
             kubeadm_runtime::watching::watch(
                 api,
                 watcher::Config::default().labels(CONTROL_PLANE_LABEL),
             )
             .modify(kubeadm_runtime::watching::without_managed_fields::<DynamicObject>),
         );
+        let copy = Arc::new(copy);
         let feed = tokio::spawn(events.for_each(move |event| {
             if let Err(e) = event {
                 tracing::debug!(kind, error = %e, "infrastructure machines watch failed; retrying");
@@ -233,11 +235,11 @@ impl MachineCache {
         copies.insert(
             key,
             InfrastructureCopy {
-                store: store.clone(),
+                copy: copy.clone(),
                 feed,
             },
         );
-        store
+        copy
     }
 
     /// Waits until the copy shows what a write of ours did to the Machine; if it does not in time, the
@@ -245,7 +247,7 @@ impl MachineCache {
     pub(super) async fn wait_for(&self, namespace: &str, name: &str, seen: Seen) {
         let key = ObjectRef::new(name).within(namespace);
         let deadline = Instant::now() + CATCH_UP;
-        while !seen.holds(self.machines.get(&key).as_deref()) {
+        while !seen.holds(self.machines.store().get(&key).as_deref()) {
             if Instant::now() >= deadline {
                 tracing::warn!(machine = %name, ?seen, "the Machine copy did not catch up; reading live for a while");
                 self.live_until
@@ -283,26 +285,12 @@ where
     matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
 }
 
-fn in_control_plane(object: &impl Resource, namespace: &str, kcp_label: &str) -> bool {
-    object.meta().namespace.as_deref() == Some(namespace)
-        && object
-            .meta()
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(CONTROL_PLANE_NAME_LABEL))
-            .map(String::as_str)
-            == Some(kcp_label)
-}
-
-/// A copy of the `K` labelled control-plane, whatever the watch filter: a copy missing some would look
-/// like a control plane short of machines.
-fn copy<K>(
+/// The watch of the `K` labelled control-plane, whatever the watch filter (a copy missing some would
+/// look like a control plane short of machines), without managed fields.
+fn watch<K>(
     client: &kube::Client,
     namespace: &str,
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>,
-)
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -312,10 +300,11 @@ where
         + Sync
         + 'static,
 {
-    kubeadm_runtime::watching::copy(
+    kubeadm_runtime::watching::watch(
         kubeadm_runtime::watching::scoped_api(client, namespace),
         watcher::Config::default().labels(CONTROL_PLANE_LABEL),
     )
+    .modify(kubeadm_runtime::watching::without_managed_fields::<K>)
 }
 
 #[cfg(test)]

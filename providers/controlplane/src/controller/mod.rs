@@ -8,6 +8,7 @@ mod api_servers;
 mod credentials;
 mod etcd;
 mod events;
+mod grouped;
 mod in_flight;
 mod lifecycle;
 mod machine_cache;
