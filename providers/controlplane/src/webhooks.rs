@@ -155,8 +155,10 @@ pub fn watch(
     let (kcps, kcp_writer) = reflector::store();
     let kcp_events = reflector::reflector(
         kcp_writer,
-        kubeadm_runtime::watching::watch(kcp_api(client, namespace), watcher::Config::default())
-            .modify(kubeadm_runtime::watching::without_managed_fields),
+        kubeadm_runtime::watching::watch_to_copy(
+            kcp_api(client, namespace),
+            watcher::Config::default(),
+        ),
     );
     let mut crds = Vec::new();
     let mut crd_events = Vec::new();

@@ -74,8 +74,19 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let events = reflector::reflector(writer, watch(api, config).modify(without_managed_fields));
+    let events = reflector::reflector(writer, watch_to_copy(api, config));
     (store, events)
+}
+
+/// [`watch`], its objects without managed fields, as a copy keeps them.
+pub fn watch_to_copy<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watch(api, config).modify(without_managed_fields)
 }
 
 /// Drops an object's managed fields before a copy keeps it: no reconcile reads them, and cleared in

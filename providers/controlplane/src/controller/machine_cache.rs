@@ -98,13 +98,13 @@ impl MachineCache {
         let (machines, machine_events) = Grouped::new(
             CLUSTER_NAME_LABEL,
             reflector::store::Writer::default(),
-            watch(client, namespace),
+            watch(kubeadm_runtime::watching::scoped_api(client, namespace)),
         );
         let machine_events = machine_events.touched_objects();
         let (configs, config_events) = Grouped::new(
             CONTROL_PLANE_NAME_LABEL,
             reflector::store::Writer::default(),
-            watch(client, namespace),
+            watch(kubeadm_runtime::watching::scoped_api(client, namespace)),
         );
         let configs_feed = config_events.for_each(|event| async move {
             if let Err(e) = event {
@@ -218,11 +218,7 @@ impl MachineCache {
         let (copy, events) = Grouped::new(
             CONTROL_PLANE_NAME_LABEL,
             reflector::store::Writer::new(resource.clone()),
-            kubeadm_runtime::watching::watch(
-                api,
-                watcher::Config::default().labels(CONTROL_PLANE_LABEL),
-            )
-            .modify(kubeadm_runtime::watching::without_managed_fields::<DynamicObject>),
+            watch(api),
         );
         let copy = Arc::new(copy);
         let feed = tokio::spawn(events.for_each(move |event| {
@@ -286,25 +282,17 @@ where
 }
 
 /// The watch of the `K` labelled control-plane, whatever the watch filter (a copy missing some would
-/// look like a control plane short of machines), without managed fields.
+/// look like a control plane short of machines).
 fn watch<K>(
-    client: &kube::Client,
-    namespace: &str,
+    api: Api<K>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    kubeadm_runtime::watching::watch(
-        kubeadm_runtime::watching::scoped_api(client, namespace),
+    kubeadm_runtime::watching::watch_to_copy(
+        api,
         watcher::Config::default().labels(CONTROL_PLANE_LABEL),
     )
-    .modify(kubeadm_runtime::watching::without_managed_fields::<K>)
 }
 
 #[cfg(test)]
