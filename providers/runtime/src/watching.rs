@@ -54,8 +54,8 @@ where
     }
 }
 
-/// A watch-fed copy of the `K` that `api` and `config` select, without managed fields (no reconcile
-/// reads them), and the watch events that fill it: poll them for as long as the copy is used (a
+/// A watch-fed copy of the `K` that `api` and `config` select, slimmed by [`slim_for_copy`], and the
+/// watch events that fill it: poll them for as long as the copy is used (a
 /// controller's trigger stream, or a task of its own).
 pub fn copy<K>(
     api: Api<K>,
@@ -78,7 +78,7 @@ where
     (store, events)
 }
 
-/// [`watch`], its objects without managed fields, as a copy keeps them.
+/// [`watch`], its objects slimmed by [`slim_for_copy`], as a copy keeps them.
 pub fn watch_to_copy<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -86,13 +86,26 @@ pub fn watch_to_copy<K>(
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    watch(api, config).modify(without_managed_fields)
+    watch(api, config).modify(slim_for_copy)
 }
 
-/// Drops an object's managed fields before a copy keeps it: no reconcile reads them, and cleared in
-/// place their list would keep its allocation (about 1 KiB an object).
-pub fn without_managed_fields<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
+/// kubectl's copy of what was last applied: the whole object again, as JSON, on everything applied
+/// with `kubectl apply` (client side).
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no reconcile reads before a copy keeps an object: its managed fields (cleared in place
+/// their list would keep its allocation, about 1 KiB an object) and kubectl's last-applied
+/// annotation (the object once more). Nothing writes a copy back whole (updates are patches of their
+/// own fields), so the API server keeps both.
+pub fn slim_for_copy<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
 }
 
 /// The watch events of the `K` that `api` and `config` select. Errors are retried after [`backoff`],
@@ -211,6 +224,31 @@ mod tests {
         }
         delays.reset();
         assert!(delays.next().expect("never gives up") < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_copy_keeps_neither_managed_fields_nor_the_last_applied_annotation() {
+        let mut map = k8s_openapi::api::core::v1::ConfigMap::default();
+        map.metadata.managed_fields = Some(vec![Default::default()]);
+        map.metadata.annotations = Some(
+            [
+                (LAST_APPLIED_ANNOTATION.to_owned(), "{}".to_owned()),
+                ("kept".to_owned(), "yes".to_owned()),
+            ]
+            .into(),
+        );
+        slim_for_copy(&mut map);
+        assert_eq!(map.metadata.managed_fields, None);
+        assert_eq!(
+            map.metadata.annotations,
+            Some([("kept".to_owned(), "yes".to_owned())].into())
+        );
+
+        let mut applied = k8s_openapi::api::core::v1::ConfigMap::default();
+        applied.metadata.annotations =
+            Some([(LAST_APPLIED_ANNOTATION.to_owned(), "{}".to_owned())].into());
+        slim_for_copy(&mut applied);
+        assert_eq!(applied.metadata.annotations, None);
     }
 
     #[test]
