@@ -17,8 +17,11 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfigSpec;
 use kubeadm_api::controlplane::defaults::default_kcp;
-use kubeadm_api::controlplane::v1beta2::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
+use kubeadm_api::controlplane::v1beta2::{
+    KubeadmControlPlane, KubeadmControlPlaneSpec, KubeadmControlPlaneTemplate,
+};
 use kubeadm_api::controlplane::validation::{
     validate_kcp_create, validate_kcp_template_create, validate_kcp_template_update,
     validate_kcp_update, validate_scale,
@@ -97,6 +100,31 @@ fn admit_scale(
     admit(kcp.as_ref(), validate_scale(replicas, &kcp))
 }
 
+/// Keeps of a KubeadmControlPlane what [`admit_scale`] reads: its metadata (slimmed as every copy's
+/// is), its replicas and version, and whether etcd is external. The bulk of the spec (files,
+/// commands, the machine template) and the status go: one such copy per control plane lives on
+/// every replica.
+fn slim_for_scale(kcp: &mut KubeadmControlPlane) {
+    kubeadm_runtime::watching::slim_for_copy(kcp);
+    let external = kcp
+        .spec
+        .kubeadm_config_spec
+        .take()
+        .map(|config| config.cluster_configuration.etcd.external);
+    let mut kept = KubeadmControlPlaneSpec {
+        replicas: kcp.spec.replicas,
+        version: std::mem::take(&mut kcp.spec.version),
+        ..Default::default()
+    };
+    if let Some(external) = external {
+        let mut config = KubeadmConfigSpec::default();
+        config.cluster_configuration.etcd.external = external;
+        kept.kubeadm_config_spec = Some(config);
+    }
+    kcp.spec = kept;
+    kcp.status = None;
+}
+
 /// The apiVersion an infrastructure kind is referenced with in v1beta1: the version named by the
 /// contract label of its CRD (the newest contract's label first; of several versions, the last).
 #[derive(Clone)]
@@ -155,10 +183,8 @@ pub fn watch(
     let (kcps, kcp_writer) = reflector::store();
     let kcp_events = reflector::reflector(
         kcp_writer,
-        kubeadm_runtime::watching::watch_to_copy(
-            kcp_api(client, namespace),
-            watcher::Config::default(),
-        ),
+        kubeadm_runtime::watching::watch(kcp_api(client, namespace), watcher::Config::default())
+            .modify(slim_for_scale),
     );
     let mut crds = Vec::new();
     let mut crd_events = Vec::new();
@@ -172,7 +198,7 @@ pub fn watch(
             )
             // Only the group, kind and labels are read: drop the schemas, the bulk of a CRD.
             .modify(|crd| {
-                kubeadm_runtime::watching::without_managed_fields(crd);
+                kubeadm_runtime::watching::slim_for_copy(crd);
                 crd.annotations_mut().clear();
                 for version in &mut crd.spec.versions {
                     version.schema = None;
@@ -271,7 +297,6 @@ mod tests {
         CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
     };
     use kube::runtime::watcher::Event;
-    use kubeadm_api::controlplane::v1beta2::KubeadmControlPlaneSpec;
     use kubeadm_webhook::admission_webhooks;
 
     use super::*;
@@ -387,16 +412,34 @@ mod tests {
     #[test]
     fn scaling_is_checked_against_the_cached_control_plane() {
         let (kcps, mut writer) = reflector::store();
-        let mut kcp = KubeadmControlPlane::new(
-            "stacked",
-            KubeadmControlPlaneSpec {
-                version: "v1.33.1".into(),
-                replicas: Some(3),
+        for (name, external) in [("stacked", false), ("external", true)] {
+            let mut config = KubeadmConfigSpec {
+                files: vec![Default::default(); 3],
                 ..Default::default()
-            },
+            };
+            if external {
+                config.cluster_configuration.etcd.external.endpoints =
+                    vec!["https://etcd:2379".into()];
+            }
+            let mut kcp = KubeadmControlPlane::new(
+                name,
+                KubeadmControlPlaneSpec {
+                    version: "v1.33.1".into(),
+                    replicas: Some(3),
+                    kubeadm_config_spec: Some(config),
+                    ..Default::default()
+                },
+            );
+            kcp.metadata.namespace = Some("default".into());
+            slim_for_scale(&mut kcp);
+            let kept = kcp.spec.kubeadm_config_spec.as_ref();
+            assert!(kept.is_none_or(|config| config.files.is_empty()), "{name}");
+            writer.apply_watcher_event(&Event::Apply(kcp));
+        }
+        assert_eq!(
+            admit_scale(&kcps, &scale_request("external", 2)),
+            Ok(vec![])
         );
-        kcp.metadata.namespace = Some("default".into());
-        writer.apply_watcher_event(&Event::Apply(kcp));
 
         let denial = admit_scale(&kcps, &scale_request("stacked", 2)).unwrap_err();
         assert_eq!(denial.code(), 422);
