@@ -37,6 +37,11 @@ pub enum Traffic {
 const WATCHES_IDLE: Option<Duration> = None;
 const CALLS_IDLE: Option<Duration> = Some(Duration::from_secs(60));
 const UPGRADES_IDLE: Option<Duration> = CALLS_IDLE;
+/// The HPACK table the server may fill with the response headers it has sent before, on a connection
+/// that stays for the cluster's lifetime: none. An API server's response headers are a few hundred
+/// bytes, mostly values that change every time (audit ID, date), while the table took about 4 KiB
+/// on each connection.
+const HEADER_TABLE_SIZE: u32 = 0;
 /// Cap on an HTTP/1.1 connection's read buffer (hyper's default grows to about 400 KiB and stays).
 const HTTP1_READ_BUFFER: usize = 64 * 1024;
 
@@ -105,6 +110,7 @@ fn http_client(
         .http2_keep_alive_interval(PING_EVERY)
         .http2_keep_alive_timeout(PING_TIMEOUT)
         .http2_keep_alive_while_idle(true)
+        .http2_header_table_size(HEADER_TABLE_SIZE)
         .build(hyper_rustls::HttpsConnector::from((tcp, Arc::new(tls))))
 }
 
