@@ -1,7 +1,7 @@
 //! `make bench-scale`: what both managers cost with many clusters, and what they cost at rest.
 //!
 //! A light simulation in the spirit of Cluster API's in-memory provider: for each N of `BENCH_SCALE_N`
-//! (default `100,300,1000`), a fresh management plane (real etcd and kube-apiserver), both managers as
+//! (default `100,300,300:0,1000`; `N:S` scales S control planes instead of `BENCH_SCALE_SCALED`), a fresh management plane (real etcd and kube-apiserver), both managers as
 //! processes (the binaries `CONTROLPLANE_MANAGER` and `BOOTSTRAP_MANAGER` name, release builds from
 //! `make bench-scale`), and N clusters of one control-plane machine (external etcd) and one worker. The
 //! workload side of every cluster is one of a few real kube-apiservers shared by
@@ -18,7 +18,9 @@
 //! planes 1 → 3; then, after the clusters settle, over `BENCH_SCALE_REST_SECONDS` (default 600) at rest:
 //! management API requests per second by verb from each manager (their own request counters), writes,
 //! reconciles per second, CPU seconds of each manager against the management kube-apiserver's, and
-//! each manager's peak and current RSS. The rows also go to `target/bench-scale.csv` (under
+//! each manager's peak and current RSS. Two runs with the same N and different numbers of Machines
+//! (`300` and `300:0`) tell apart what a manager's RSS at rest grows by per Machine and per cluster.
+//! The rows also go to `target/bench-scale.csv` (under
 //! `CARGO_TARGET_DIR` when set) for the plot (`hack/plot-scale.py`). Nothing is asserted: it measures.
 
 use std::collections::BTreeMap;
@@ -66,14 +68,17 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 #[tokio::main]
 async fn main() {
-    let sizes: Vec<usize> = std::env::var("BENCH_SCALE_N")
-        .unwrap_or_else(|_| "100,300,1000".into())
+    let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
+    let sizes: Vec<(usize, usize)> = std::env::var("BENCH_SCALE_N")
+        .unwrap_or_else(|_| "100,300,300:0,1000".into())
         .split(',')
-        .filter_map(|n| n.trim().parse().ok())
+        .filter_map(|size| match size.trim().split_once(':') {
+            Some((n, s)) => Some((n.parse().ok()?, s.parse().ok()?)),
+            None => Some((size.trim().parse().ok()?, scaled)),
+        })
         .collect();
     let per_workload = env_or("BENCH_SCALE_PER_WORKLOAD", 50usize).max(1);
     let filtered = env_or("BENCH_SCALE_UNFILTERED", 0u8) == 0;
-    let scaled = env_or("BENCH_SCALE_SCALED", 100usize);
     let rest = Duration::from_secs(env_or("BENCH_SCALE_REST_SECONDS", 600u64));
     // The workspace's target directory, or the one cargo was told to use.
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
@@ -82,7 +87,7 @@ async fn main() {
     );
     let csv = target.join("bench-scale.csv");
     let mut rows = Vec::new();
-    for &n in &sizes {
+    for &(n, scaled) in &sizes {
         let row = run(n, per_workload, filtered, scaled.min(n), rest).await;
         println!("{}", row.describe());
         rows.push(row);
@@ -1020,22 +1025,96 @@ fn table(rows: &[Row], rest: Duration) -> String {
         "\nAt rest: {} s after the clusters settled.",
         rest.as_secs()
     );
-    if let (Some(first), Some(last)) = (rows.first(), rows.last())
-        && last.machines > first.machines
-    {
+    if let Some(first) = rows.first() {
         for name in first.rss.keys() {
-            let (small, large) = (first.rss[name].0 as f64, last.rss[name].0 as f64);
-            let per_machine = (large - small) / (last.machines - first.machines) as f64;
-            let base = small - per_machine * first.machines as f64;
-            let _ = writeln!(
-                out,
-                "{name}: peak RSS grows {per_machine:.1} KiB per Machine ({:.1} KiB per cluster), {:.1} MiB without any",
-                per_machine * last.machines as f64 / last.clusters as f64,
-                base / 1024.0
-            );
+            if let Some(growth) = Growth::of(rows, name) {
+                let _ = writeln!(out, "{name}: {growth}");
+            }
         }
     }
     out
+}
+
+/// A manager's RSS at the end of the rest window as `base + per_cluster * N + per_machine * Machines`:
+/// `per_machine` from runs with the same N and different numbers of Machines, then the rest fit
+/// (least squares) over N.
+struct Growth {
+    base_kib: f64,
+    per_cluster_kib: f64,
+    per_machine_kib: f64,
+    /// Of the peak RSS, fit over N alone (Machines grow with N): KiB per cluster and the base.
+    peak_per_cluster_kib: f64,
+    peak_base_kib: f64,
+}
+
+impl Growth {
+    fn of(rows: &[Row], name: &str) -> Option<Self> {
+        let rss = |row: &Row, peak: bool| {
+            let (p, now) = row.rss[name];
+            (if peak { p } else { now }) as f64
+        };
+        let mut slopes = Vec::new();
+        for (i, a) in rows.iter().enumerate() {
+            for b in &rows[i + 1..] {
+                if a.clusters == b.clusters && a.machines != b.machines {
+                    slopes.push(
+                        (rss(b, false) - rss(a, false)) / (b.machines as f64 - a.machines as f64),
+                    );
+                }
+            }
+        }
+        if slopes.is_empty() {
+            return None;
+        }
+        let per_machine_kib = slopes.iter().sum::<f64>() / slopes.len() as f64;
+        let points = |peak: bool, per_machine: f64| -> Vec<(f64, f64)> {
+            rows.iter()
+                .map(|row| {
+                    (
+                        row.clusters as f64,
+                        rss(row, peak) - per_machine * row.machines as f64,
+                    )
+                })
+                .collect()
+        };
+        let (base_kib, per_cluster_kib) = least_squares(&points(false, per_machine_kib))?;
+        let (peak_base_kib, peak_per_cluster_kib) = least_squares(&points(true, 0.0))?;
+        Some(Self {
+            base_kib,
+            per_cluster_kib,
+            per_machine_kib,
+            peak_per_cluster_kib,
+            peak_base_kib,
+        })
+    }
+}
+
+impl std::fmt::Display for Growth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RSS at rest {:.1} MiB + {:.1} KiB per cluster + {:.1} KiB per Machine; peak RSS {:.1} MiB + {:.1} KiB per cluster (its Machines included)",
+            self.base_kib / 1024.0,
+            self.per_cluster_kib,
+            self.per_machine_kib,
+            self.peak_base_kib / 1024.0,
+            self.peak_per_cluster_kib,
+        )
+    }
+}
+
+/// (intercept, slope) of the line through `points`, or `None` without two distinct x.
+fn least_squares(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let slope = sxy / sxx;
+    Some((mean_y - slope * mean_x, slope))
 }
 
 fn csv_of(rows: &[Row]) -> String {
