@@ -101,9 +101,9 @@ fn admit_scale(
 }
 
 /// Keeps of a KubeadmControlPlane what [`admit_scale`] reads: its metadata (slimmed as every copy's
-/// is), its replicas and version, and whether etcd is external. The bulk of the spec (files,
-/// commands, the machine template) and the status go: one such copy per control plane lives on
-/// every replica.
+/// is) and whether etcd is external; its replicas and version stay too, a few bytes. The bulk of the
+/// spec (files, commands, the machine template) and the status go: one such copy per control plane
+/// lives on every replica.
 fn slim_for_scale(kcp: &mut KubeadmControlPlane) {
     kubeadm_runtime::watching::slim_for_copy(kcp);
     let external = kcp
