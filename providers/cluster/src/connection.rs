@@ -89,7 +89,7 @@ fn client_idling(
     Ok(kube::Client::new(service, config.default_namespace))
 }
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+type Https = Bounded<hyper_rustls::HttpsConnector<HttpConnector>>;
 
 fn http_client(
     config: &kube::Config,
@@ -100,7 +100,7 @@ fn http_client(
     tls.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
-    tcp.set_connect_timeout(config.connect_timeout);
+    let https = hyper_rustls::HttpsConnector::from((tcp, Arc::new(tls)));
     HttpClient::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
@@ -111,7 +111,54 @@ fn http_client(
         .http2_keep_alive_timeout(PING_TIMEOUT)
         .http2_keep_alive_while_idle(true)
         .http2_header_table_size(HEADER_TABLE_SIZE)
-        .build(hyper_rustls::HttpsConnector::from((tcp, Arc::new(tls))))
+        .build(Bounded {
+            connect: https,
+            within: config.connect_timeout,
+        })
+}
+
+/// A connector whose connections are up, TLS handshake included, within `within` or not at all. A
+/// bound on the TCP connection alone let a server that accepts and then says nothing (a frozen
+/// machine behind a load balancer) hold the request that opened the connection, and everything
+/// queued behind it, for good.
+#[derive(Clone)]
+struct Bounded<C> {
+    connect: C,
+    within: Option<Duration>,
+}
+
+impl<C> tower::Service<http::Uri> for Bounded<C>
+where
+    C: tower::Service<http::Uri>,
+    C::Error: Into<tower::BoxError>,
+    C::Future: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = tower::BoxError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<C::Response, tower::BoxError>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.connect.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.connect.call(uri.clone());
+        let within = self.within;
+        Box::pin(async move {
+            let Some(within) = within else {
+                return connecting.await.map_err(Into::into);
+            };
+            match tokio::time::timeout(within, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(format!(
+                    "no connection to {uri} within {within:?} (TCP and TLS handshake)"
+                )
+                .into()),
+            }
+        })
+    }
 }
 
 /// Sends upgrade requests over HTTP/1.1 and everything else over the multiplexed connection.
@@ -299,6 +346,36 @@ mod tests {
             accepted, 2,
             "connections accepted for one watch and two calls"
         );
+    }
+
+    #[tokio::test]
+    async fn a_server_that_accepts_and_never_answers_fails_the_call_within_the_connect_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        // Accepts, keeps the connection, never speaks TLS.
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                held.push(tcp);
+            }
+        });
+        let mut config = kube::Config::new(url.parse().unwrap());
+        config.connect_timeout = Some(Duration::from_millis(300));
+        let client = client(config).unwrap();
+        let call = client.request_text(http::Request::get("/api").body(Vec::new()).unwrap());
+        let failed = tokio::time::timeout(Duration::from_secs(20), call)
+            .await
+            .expect("the call ends")
+            .expect_err("nothing answered");
+        silent.abort();
+        let chain =
+            std::iter::successors(Some(&failed as &(dyn std::error::Error + 'static)), |e| {
+                e.source()
+            })
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ");
+        assert!(chain.contains("TLS handshake"), "{chain}");
     }
 
     #[test]
