@@ -149,15 +149,23 @@ async fn client_from_secret_for(
         .map_err(|e| unparseable(format!("cannot build a client: {e}")))
 }
 
-/// Cache key: namespace, cluster, and the API server when not the kubeconfig's.
-type ClientKey = (String, String, Option<String>);
+/// A client, with the resourceVersion of the kubeconfig Secret it was built from.
+type Built = (String, kube::Client);
 
-/// Workload clients by (namespace, cluster, API server), each kept with the resourceVersion of the
-/// kubeconfig Secret it was built from and rebuilt when the Secret changes: building a client parses the
+/// A cluster's clients: through its endpoint, and through single API servers (see
+/// [`client_from_secret_at`]) while a machine leaves.
+#[derive(Default)]
+struct ClusterClients {
+    endpoint: Option<Built>,
+    through: HashMap<String, Built>,
+}
+
+/// Workload clients by (namespace, cluster), each kept with the resourceVersion of the kubeconfig
+/// Secret it was built from and rebuilt when the Secret changes: building a client parses the
 /// kubeconfig and sets up TLS, which a reconcile should not repeat.
 #[derive(Default)]
 pub struct WorkloadClients {
-    clients: Mutex<HashMap<ClientKey, (String, kube::Client)>>,
+    clients: Mutex<HashMap<(String, String), ClusterClients>>,
     traffic: Traffic,
 }
 
@@ -196,7 +204,8 @@ impl WorkloadClients {
     }
 
     /// The client for the cluster whose kubeconfig Secret is `secret`, already read; through `server`
-    /// (see [`client_from_secret_at`]) when given.
+    /// (see [`client_from_secret_at`]) when given. A client through one server carries a few calls
+    /// while a machine leaves, so its connection is closed when idle, whatever this cache's traffic.
     pub async fn client_for(
         &self,
         secret: &Secret,
@@ -205,29 +214,53 @@ impl WorkloadClients {
         server: Option<&str>,
     ) -> Result<kube::Client, WorkloadError> {
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
-        let key = (
-            namespace.to_owned(),
-            cluster.to_owned(),
-            server.map(str::to_owned),
-        );
-        if let Some((cached, client)) = self.lock().get(&key)
-            && *cached == version
-        {
-            return Ok(client.clone());
+        let key = (namespace.to_owned(), cluster.to_owned());
+        let cached = |clients: &ClusterClients| -> Option<kube::Client> {
+            let (built, client) = match server {
+                None => clients.endpoint.as_ref()?,
+                Some(server) => clients.through.get(server)?,
+            };
+            (*built == version).then(|| client.clone())
+        };
+        if let Some(client) = self.lock().get(&key).and_then(cached) {
+            return Ok(client);
         }
-        let client =
-            client_from_secret_for(secret, namespace, cluster, server, self.traffic).await?;
-        self.lock().insert(key, (version, client.clone()));
+        let traffic = match server {
+            None => self.traffic,
+            Some(_) => Traffic::Calls,
+        };
+        let client = client_from_secret_for(secret, namespace, cluster, server, traffic).await?;
+        let mut all = self.lock();
+        let clients = all.entry(key).or_default();
+        let built = (version, client.clone());
+        match server {
+            None => clients.endpoint = Some(built),
+            Some(server) => {
+                clients.through.insert(server.to_owned(), built);
+            }
+        }
         Ok(client)
     }
 
     /// Drops the clients of a cluster that is gone (or whose connections stopped answering).
     pub fn forget(&self, namespace: &str, cluster: &str) {
         self.lock()
-            .retain(|(ns, name, _), _| !(ns == namespace && name == cluster));
+            .remove(&(namespace.to_owned(), cluster.to_owned()));
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<ClientKey, (String, kube::Client)>> {
+    /// Drops the clients through single API servers of a cluster reached through its endpoint again (no
+    /// machine leaves); kept, each would hold its request queue until the cluster goes, one more with
+    /// every rollout that moved the cluster to new machines.
+    pub fn forget_through(&self, namespace: &str, cluster: &str) {
+        if let Some(clients) = self
+            .lock()
+            .get_mut(&(namespace.to_owned(), cluster.to_owned()))
+        {
+            clients.through.clear();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), ClusterClients>> {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -329,6 +362,66 @@ mod tests {
             let error = check_self_contained(&Kubeconfig::from_yaml(yaml).unwrap()).unwrap_err();
             assert!(error.contains(field), "{error}");
         }
+    }
+
+    fn kubeconfig_secret(version: &str) -> Secret {
+        let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+                          contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+                          clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    \
+                          insecure-skip-tls-verify: true\n\
+                          users:\n- name: u\n  user:\n    token: abc\n";
+        let mut secret = Secret::default();
+        secret.metadata.resource_version = Some(version.to_owned());
+        secret.data = Some(
+            [(
+                KUBECONFIG_KEY.to_owned(),
+                k8s_openapi::ByteString(kubeconfig.as_bytes().to_vec()),
+            )]
+            .into(),
+        );
+        secret
+    }
+
+    #[tokio::test]
+    async fn clients_through_single_servers_go_once_nothing_leaves() {
+        let cache = WorkloadClients::default();
+        let key = ("ns".to_owned(), "prod".to_owned());
+        let versions = |cache: &WorkloadClients| {
+            let all = cache.lock();
+            let clients = all.get(&key)?;
+            let mut through: Vec<_> = clients
+                .through
+                .iter()
+                .map(|(server, (version, _))| format!("{server}@{version}"))
+                .collect();
+            through.sort();
+            Some((clients.endpoint.as_ref().map(|(v, _)| v.clone()), through))
+        };
+        let v1 = kubeconfig_secret("1");
+        for server in [None, Some("10.0.0.2:6443"), Some("10.0.0.3:6443"), None] {
+            cache.client_for(&v1, "ns", "prod", server).await.unwrap();
+        }
+        assert_eq!(
+            versions(&cache),
+            Some((
+                Some("1".to_owned()),
+                vec!["10.0.0.2:6443@1".to_owned(), "10.0.0.3:6443@1".to_owned()]
+            ))
+        );
+        // A changed Secret rebuilds only the client asked for.
+        let v2 = kubeconfig_secret("2");
+        cache
+            .client_for(&v2, "ns", "prod", Some("10.0.0.3:6443"))
+            .await
+            .unwrap();
+        assert_eq!(
+            versions(&cache).unwrap().1,
+            vec!["10.0.0.2:6443@1".to_owned(), "10.0.0.3:6443@2".to_owned()]
+        );
+        cache.forget_through("ns", "prod");
+        assert_eq!(versions(&cache), Some((Some("1".to_owned()), Vec::new())));
+        cache.forget("ns", "prod");
+        assert_eq!(versions(&cache), None);
     }
 
     #[tokio::test]

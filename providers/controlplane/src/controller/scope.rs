@@ -101,6 +101,9 @@ impl<'a> ControlPlane<'a> {
                 let failed = ctx.api_servers.failed(&key);
                 let server = super::api_servers::choose(&gathered.machines, pods, &failed);
                 let leaving = gathered.machines.iter().any(|m| m.deleting);
+                if !leaving {
+                    ctx.workload.forget_through(&namespace, &cluster_name);
+                }
                 ctx.api_servers.chose(key, server, leaving);
             }
         }
