@@ -41,6 +41,24 @@ pub(super) async fn reconcile(
     Ok(changes)
 }
 
+/// A digest of what [`reconcile`] applies: the version, the image repositories and CoreDNS tag, and
+/// which addons are skipped.
+pub(super) fn inputs(kcp: &KubeadmControlPlane, desired: &DesiredState) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let cluster_configuration = &desired.init.cluster_configuration;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (
+        &desired.version,
+        &cluster_configuration.image_repository,
+        &cluster_configuration.dns.image_repository,
+        &cluster_configuration.dns.image_tag,
+        kcp.annotations().contains_key(SKIP_KUBE_PROXY_ANNOTATION),
+        kcp.annotations().contains_key(SKIP_COREDNS_ANNOTATION),
+    )
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
 fn api_error(what: &str) -> impl Fn(kube::Error) -> String + '_ {
     move |e| format!("{what}: {}", Unreachable::from(e))
 }

@@ -1,5 +1,6 @@
 //! What the KubeadmControlPlane controller counts: reconciles, their errors and durations, machines created
-//! and deleted, and every write it sends to the management API server.
+//! and deleted, every write it sends to the management API server, and where its views of the workload
+//! clusters came from.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -15,6 +16,7 @@ pub(super) struct Metrics {
     pub(super) reconcile: ReconcileMetrics,
     pub(super) machines: Family<Labels, Counter>,
     pub(super) api_writes: Family<Labels, Counter>,
+    pub(super) workload_views: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -23,6 +25,7 @@ impl Default for Metrics {
             reconcile: ReconcileMetrics::default(),
             machines: Family::default(),
             api_writes: Family::default(),
+            workload_views: Family::default(),
         };
         // Known series start at 0, so they are listed and `rate()` sees their first increase.
         for action in ["created", "deleted"] {
@@ -30,6 +33,9 @@ impl Default for Metrics {
         }
         for kind in WRITE_KINDS {
             let _ = metrics.api_writes.get_or_create(&[("kind", kind)]);
+        }
+        for source in ["read", "kept"] {
+            let _ = metrics.workload_views.get_or_create(&[("source", source)]);
         }
         metrics
     }
@@ -48,6 +54,12 @@ impl Metrics {
             "api_writes",
             "Write requests sent to the management API server, by what they write",
             self.api_writes.clone(),
+        );
+        prefixed.register(
+            "workload_views",
+            "Views of an initialized workload cluster's control-plane pods and Nodes, read or kept from an \
+             earlier reconcile while the cluster's watches saw nothing new",
+            self.workload_views.clone(),
         );
     }
 }
@@ -113,6 +125,17 @@ pub fn api_writes_total() -> u64 {
         .iter()
         .map(|kind| METRICS.api_writes.get_or_create(&[("kind", kind)]).get())
         .sum()
+}
+
+/// Views of initialized workload clusters so far: (read, kept), for tests and benchmarks.
+pub fn workload_views() -> (u64, u64) {
+    let count = |source| {
+        METRICS
+            .workload_views
+            .get_or_create(&[("source", source)])
+            .get()
+    };
+    (count("read"), count("kept"))
 }
 
 /// Reconciles run so far and their total duration, for benchmarks.

@@ -47,7 +47,7 @@ use kubeadm_runtime::watching::{
 };
 
 use metrics::{METRICS, counted};
-pub use metrics::{api_writes_total, reconcile_time};
+pub use metrics::{api_writes_total, reconcile_time, workload_views};
 
 use kubeadm_cluster::kubeconfig::KubeconfigError;
 

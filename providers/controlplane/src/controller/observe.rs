@@ -48,25 +48,72 @@ impl Workload {
     }
 }
 
+/// What a reconcile read of an initialized workload cluster, in a form a later reconcile can take again
+/// while the cluster's watches vouch for it (see [`super::workload_watches`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Observation {
+    /// The machines the pods were mapped to, with their Nodes, sorted.
+    machines: Vec<(String, Option<String>)>,
+    pods: BTreeMap<String, MachinePods>,
+    nodes: BTreeMap<String, NodeRole>,
+    /// The addon inputs last applied without error while this observation held (see
+    /// [`super::phases`]' addons phase).
+    pub addons: Option<u64>,
+}
+
+/// Where a reconcile's view of the workload cluster came from.
+pub(super) enum Source {
+    /// Read now. With the watches' epoch from before the reads, once they have listed: what later
+    /// reconciles may take again.
+    Read(Option<(u64, Observation)>),
+    /// Taken again from an earlier reconcile: the watches have seen nothing new since (at that epoch).
+    Kept(u64, Observation),
+    /// Nothing to keep: not initialized, unreachable, or read through a single API server.
+    Nothing,
+}
+
 /// Whether the workload cluster is initialized (kubeadm uploaded its configuration), and each machine's
 /// static pods and Node. A leftover `ClusterStatus` in `kubeadm-config` is removed on the way: endpoints
-/// come from the static pods (KEP-2506).
+/// come from the static pods (KEP-2506). With `reuse`, an observation the watches vouch for is taken
+/// instead of reading; `keep` says whether what is read may be kept for later reconciles (it is read
+/// through the cluster's endpoint, as the watches are).
 pub(super) async fn workload(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
+    key: &(String, String),
     client: &Result<kube::Client, String>,
     was_initialized: bool,
     gathered: &Gathered,
-) -> Workload {
+    (reuse, keep): (bool, bool),
+) -> (Workload, Source) {
+    let mut machines: Vec<(String, Option<String>)> = gathered
+        .machines
+        .iter()
+        .map(|m| (m.name.clone(), m.node.clone()))
+        .collect();
+    machines.sort();
     let seen = async {
         let client = client.as_ref().map_err(|e| e.clone())?;
+        if reuse
+            && let Some((epoch, kept)) = ctx.watches.vouched(key)
+            && kept.machines == machines
+        {
+            let seen = Workload::Seen {
+                initialized: true,
+                pods: kept.pods.clone(),
+                nodes: Some(kept.nodes.clone()),
+            };
+            return Ok((seen, Source::Kept(epoch, kept)));
+        }
+        let epoch = ctx.watches.epoch(key).filter(|_| keep);
         let initialized = was_initialized || workload::initialized(client).await.map_err(text)?;
         if !initialized {
-            return Ok(Workload::Seen {
+            let seen = Workload::Seen {
                 initialized,
                 pods: BTreeMap::new(),
                 nodes: None,
-            });
+            };
+            return Ok((seen, Source::Nothing));
         }
         if workload::remove_cluster_status(client)
             .await
@@ -80,16 +127,26 @@ pub(super) async fn workload(
             .await
             .map_err(text)?;
         let nodes = workload::control_plane_nodes(client).await.map_err(text)?;
-        Ok::<_, String>(Workload::Seen {
+        let source = Source::Read(epoch.map(|epoch| {
+            let observation = Observation {
+                machines,
+                pods: pods.clone(),
+                nodes: nodes.clone(),
+                addons: None,
+            };
+            (epoch, observation)
+        }));
+        let seen = Workload::Seen {
             initialized,
             pods,
             nodes: Some(nodes),
-        })
+        };
+        Ok::<_, String>((seen, source))
     }
     .await;
     seen.unwrap_or_else(|cause| {
         tracing::debug!(error = %cause, "workload cluster not reachable");
-        Workload::Unreachable(cause)
+        (Workload::Unreachable(cause), Source::Nothing)
     })
 }
 

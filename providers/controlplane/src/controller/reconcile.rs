@@ -14,7 +14,7 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use super::events::publish;
 use super::in_flight::InFlight;
 use super::phases::{Next, PHASES};
-use super::scope::ControlPlane;
+use super::scope::{ControlPlane, Route};
 use super::status::Report;
 use super::{Context, Error, WAIT, credentials, machines};
 use crate::desired::DesiredState;
@@ -65,16 +65,23 @@ async fn run(
     )
     .await?;
 
-    let cp = ControlPlane::observe(
-        ctx,
-        kcp,
-        cluster,
-        desired,
-        &certificates,
-        workload,
-        pinned.as_deref(),
-    )
-    .await?;
+    let observe = |reuse| {
+        ControlPlane::observe(
+            ctx,
+            kcp,
+            cluster,
+            desired.clone(),
+            &certificates,
+            workload.clone(),
+            Route::of(pinned.as_deref(), reuse),
+        )
+    };
+    let mut cp = observe(true).await?;
+    if cp.needs_fresh_view(changing(&cp)) {
+        tracing::debug!("something to do: the workload cluster is read again");
+        ctx.watches.discard(&cp.key());
+        cp = observe(false).await?;
+    }
     let mut acted = None;
     let mut failed = None;
     for phase in PHASES {
@@ -100,6 +107,7 @@ async fn run(
         return Err(e);
     }
     reported?;
+    let quiet = !changing(&cp) && !cp.workload_unreachable;
     let settled = if cp.desired.external_etcd {
         ctx.settings.sync_period
     } else {
@@ -107,12 +115,11 @@ async fn run(
             .etcd_health_period
             .min(ctx.settings.sync_period)
     };
-    Ok(Action::requeue(requeue(
-        &cp,
-        acted,
-        &ctx.in_flight,
-        settled,
-    )))
+    let after = requeue(&cp, acted, &ctx.in_flight, settled);
+    if quiet {
+        cp.keep_view(ctx);
+    }
+    Ok(Action::requeue(after))
 }
 
 /// When to look again: soon while a change is in flight (see [`InFlight`]), when the acting phase asks,

@@ -11,7 +11,8 @@ use kubeadm_cluster::ClusterCertificates;
 
 use super::etcd::{EtcdView, Unobservable};
 use super::machines::{self, Gathered};
-use super::observe::{self, Workload};
+use super::metrics::METRICS;
+use super::observe::{self, Source, Workload};
 use super::{Context, Error};
 use crate::desired::DesiredState;
 use crate::etcd_membership::{self, EtcdMachine};
@@ -34,6 +35,10 @@ pub(super) struct ControlPlane<'a> {
     pub initialized: bool,
     /// The workload cluster did not answer this reconcile (no watch of it is open to say when it does).
     pub workload_unreachable: bool,
+    /// Where the view of the workload cluster came from: read now, or kept from an earlier reconcile.
+    pub source: Source,
+    /// The addon inputs this reconcile applied without error (see the addons phase).
+    pub addons_applied: std::sync::OnceLock<u64>,
     /// Stacked etcd of an initialized control plane; `None` for external etcd or before `kubeadm init`.
     pub etcd: Option<Etcd>,
     /// The machines in the etcd planner's terms.
@@ -42,6 +47,30 @@ pub(super) struct ControlPlane<'a> {
     pub plan: Plan,
     learner_timeout: SignedDuration,
     unstarted_grace: SignedDuration,
+}
+
+/// How a reconcile reaches the workload cluster.
+#[derive(Clone, Copy)]
+pub(super) enum Route<'t> {
+    /// Through the cluster's endpoint, as its watches do; with `reuse`, a view the watches vouch for
+    /// may be taken instead of reading.
+    Endpoint { reuse: bool },
+    /// Through this one API server (a machine is leaving).
+    Through(&'t str),
+}
+
+impl<'t> Route<'t> {
+    /// `server` if there is one, else the endpoint.
+    pub(super) fn of(server: Option<&'t str>, reuse: bool) -> Self {
+        server.map_or(Route::Endpoint { reuse }, Route::Through)
+    }
+
+    fn through(self) -> Option<&'t str> {
+        match self {
+            Route::Endpoint { .. } => None,
+            Route::Through(server) => Some(server),
+        }
+    }
 }
 
 /// What etcd showed and what its membership needs.
@@ -60,7 +89,9 @@ pub(super) struct Membership {
 
 impl<'a> ControlPlane<'a> {
     /// Observes the control plane whose cluster certificates and kubeconfig Secret are in place (etcd is
-    /// reached with a client certificate from the cluster's etcd CA).
+    /// reached with a client certificate from the cluster's etcd CA). With `reuse`, the workload
+    /// cluster's pods and Nodes may come from an earlier reconcile's observation that its watches vouch
+    /// for (see [`Route`] and [`Self::needs_fresh_view`]).
     pub(super) async fn observe(
         ctx: &Context,
         kcp: &'a KubeadmControlPlane,
@@ -68,8 +99,9 @@ impl<'a> ControlPlane<'a> {
         desired: DesiredState,
         certificates: &ClusterCertificates,
         workload: Result<kube::Client, String>,
-        through: Option<&str>,
+        route: Route<'_>,
     ) -> Result<ControlPlane<'a>, Error> {
+        let through = route.through();
         let namespace = kcp.namespace().unwrap_or_default();
         let cluster_name = cluster.name_any();
         let now = Timestamp::now();
@@ -80,8 +112,33 @@ impl<'a> ControlPlane<'a> {
             .and_then(|s| s.initialization.as_ref())
             .and_then(|i| i.control_plane_initialized)
             == Some(true);
-        let seen = observe::workload(ctx, kcp, &workload, was_initialized, &gathered).await;
         let key = (namespace.clone(), cluster_name.clone());
+        let (seen, source) = observe::workload(
+            ctx,
+            kcp,
+            &key,
+            &workload,
+            was_initialized,
+            &gathered,
+            match route {
+                Route::Endpoint { reuse } => (reuse, true),
+                // What is read through one API server is not what the watches, through the
+                // endpoint, see.
+                Route::Through(_) => (false, false),
+            },
+        )
+        .await;
+        let view = match (&seen, &source) {
+            (_, Source::Kept(..)) => Some("kept"),
+            (Workload::Seen { nodes: Some(_), .. }, _) => Some("read"),
+            _ => None,
+        };
+        if let Some(view) = view {
+            METRICS
+                .workload_views
+                .get_or_create(&[("source", view)])
+                .inc();
+        }
         match &seen {
             Workload::Unreachable(_) => {
                 // The next reconcile connects afresh, through the cluster's endpoint: a kept connection
@@ -185,6 +242,8 @@ impl<'a> ControlPlane<'a> {
             workload,
             initialized,
             workload_unreachable,
+            source,
+            addons_applied: Default::default(),
             etcd,
             etcd_machines,
             plan,
@@ -225,6 +284,42 @@ impl<'a> ControlPlane<'a> {
         self.workload
             .as_ref()
             .map_err(|cause| Error::Workload(cause.clone()))
+    }
+
+    /// The view of the workload cluster was kept from an earlier reconcile, and this one has something to
+    /// do: a step is due, etcd's membership needs a change, a machine leaves or asks for remediation, or
+    /// a restore is requested. A step is taken on what the workload cluster shows now, so the reconcile
+    /// observes again with `reuse` off.
+    pub(super) fn needs_fresh_view(&self, changing: bool) -> bool {
+        matches!(self.source, Source::Kept(..))
+            && (changing
+                || self
+                    .machines
+                    .machines
+                    .iter()
+                    .any(crate::remediation::wants_remediation)
+                || self
+                    .kcp
+                    .annotations()
+                    .contains_key(kubeadm_api::meta::ETCD_RESTORE_FROM_ANNOTATION))
+    }
+
+    /// Keeps this reconcile's view of the workload cluster for later ones (a settled control plane's
+    /// resyncs then read nothing), with the addon inputs it applied.
+    pub(super) fn keep_view(self, ctx: &Context) {
+        let key = self.key();
+        let applied = self.addons_applied.get().copied();
+        let (epoch, mut observation) = match self.source {
+            Source::Read(Some(kept)) => kept,
+            Source::Kept(epoch, observation)
+                if applied.is_some_and(|a| observation.addons != Some(a)) =>
+            {
+                (epoch, observation)
+            }
+            Source::Read(None) | Source::Kept(..) | Source::Nothing => return,
+        };
+        observation.addons = applied.or(observation.addons);
+        ctx.watches.keep(&key, epoch, observation);
     }
 
     /// (namespace, cluster), the key of per-cluster state kept between reconciles.

@@ -102,9 +102,9 @@ where
                 Ok((version, seen)) => {
                     self.retry_in = FIRST_RETRY;
                     self.phase = Phase::Watch(version);
-                    std::iter::once(Seen::Listing)
+                    std::iter::once(Seen::Listing(self.target.kind))
                         .chain(seen)
-                        .chain([Seen::Listed])
+                        .chain([Seen::Listed(self.target.kind)])
                         .map(Ok)
                         .collect()
                 }
@@ -313,9 +313,9 @@ mod tests {
                 .expect("the stream goes on")
                 .expect("no error")
         };
-        assert_eq!(next().await, Seen::Listing);
+        assert_eq!(next().await, Seen::Listing("node"));
         assert_eq!(next().await, Seen::Present("node/a".into(), 1));
-        assert_eq!(next().await, Seen::Listed);
+        assert_eq!(next().await, Seen::Listed("node"));
 
         tokio::time::sleep(Duration::from_millis(2500)).await;
         create(node("worker-2", json!({}))).await;

@@ -1,16 +1,22 @@
 //! Watches on each workload cluster's control-plane static pods and Nodes. A mirror pod that appears or
 //! turns ready, a Node that registers or gets its control-plane label: each wakes the control plane's
-//! reconcile at once, instead of at its next poll. The watches only wake; what a reconcile decides on is
-//! still read by the reconcile itself.
+//! reconcile at once, instead of at its next poll.
+//!
+//! The watches also vouch for what a reconcile read: each cluster's watches keep an epoch, renewed
+//! whenever they see a change a reconcile would read differently, and whenever they fail. An
+//! observation read live while the epoch stayed the same is still what a live read would show, and a
+//! later reconcile takes it instead of reading again ([`WorkloadWatches::vouched`]): a settled cluster
+//! costs no workload call.
 //!
 //! A cluster's watches are opened by the first reconcile that reaches its API server through the
 //! cluster's endpoint, and closed when the control plane goes, when the cluster stops answering (the
 //! next reconcile opens them again with a fresh client), or when they fail [`GIVE_UP_AFTER`] times in a
 //! row (an expired or replaced kubeconfig, say).
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::channel::mpsc;
@@ -22,6 +28,7 @@ use kube::runtime::reflector::ObjectRef;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::CONTROL_PLANE_NODE_ROLE;
 
+use super::observe::Observation;
 use super::slim_watch::SlimWatch;
 use crate::endpoints::CONTROL_PLANE_POD_SELECTOR;
 
@@ -41,6 +48,23 @@ struct Opened {
     /// Tells this task from a later one for the same cluster, when it ends by itself.
     id: u64,
     task: tokio::task::AbortHandle,
+    /// 0 until both watches have listed; then a new value whenever they see a change or fail.
+    epoch: Arc<AtomicU64>,
+    /// The last observation read live while the epoch was the one kept with it.
+    kept: Option<(u64, Observation)>,
+}
+
+/// Epochs are drawn from one counter, so that a cluster's watches opened again never repeat one.
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
+
+/// A new epoch once the watches have listed, else 0 (nothing to vouch for yet).
+fn renew(epoch: &AtomicU64, known: &Known) {
+    let next = if known.complete() {
+        EPOCHS.fetch_add(1, Ordering::Relaxed)
+    } else {
+        0
+    };
+    epoch.store(next, Ordering::Release);
 }
 
 impl WorkloadWatches {
@@ -71,8 +95,10 @@ impl WorkloadWatches {
         let key = cluster.clone();
         let events = cluster_events(client);
         let wake = self.wake.clone();
+        let epoch = Arc::new(AtomicU64::new(0));
+        let renewed = Arc::clone(&epoch);
         let task = tokio::spawn(async move {
-            let why = forward(events, &kcp, &wake).await;
+            let why = forward(events, &kcp, &wake, &renewed).await;
             tracing::debug!(
                 namespace = key.0,
                 cluster = key.1,
@@ -94,8 +120,42 @@ impl WorkloadWatches {
             Opened {
                 id,
                 task: task.abort_handle(),
+                epoch,
+                kept: None,
             },
         );
+    }
+
+    /// The epoch of `cluster`'s watches: `None` unless they are open and have listed. Read it before
+    /// reading the workload cluster, to [`keep`](Self::keep) what was read.
+    pub(super) fn epoch(&self, cluster: &ClusterKey) -> Option<u64> {
+        let open = lock(&self.open);
+        let epoch = open.get(cluster)?.epoch.load(Ordering::Acquire);
+        (epoch != 0).then_some(epoch)
+    }
+
+    /// Keeps `observation`, read live after the watches' epoch was `epoch`, for later reconciles.
+    pub(super) fn keep(&self, cluster: &ClusterKey, epoch: u64, observation: Observation) {
+        if let Some(opened) = lock(&self.open).get_mut(cluster) {
+            opened.kept = Some((epoch, observation));
+        }
+    }
+
+    /// Forgets the kept observation of `cluster`: the control plane has something to do, and until it
+    /// settles again each reconcile reads afresh.
+    pub(super) fn discard(&self, cluster: &ClusterKey) {
+        if let Some(opened) = lock(&self.open).get_mut(cluster) {
+            opened.kept = None;
+        }
+    }
+
+    /// The kept observation of `cluster` and its epoch, if the watches have seen nothing new since it
+    /// was read.
+    pub(super) fn vouched(&self, cluster: &ClusterKey) -> Option<(u64, Observation)> {
+        let open = lock(&self.open);
+        let opened = open.get(cluster)?;
+        let (epoch, observation) = opened.kept.as_ref()?;
+        (*epoch == opened.epoch.load(Ordering::Acquire)).then(|| (*epoch, observation.clone()))
     }
 
     /// Closes the watches of `cluster` (gone, or no longer answering through this client).
@@ -129,10 +189,13 @@ pub(super) enum Seen {
     /// The object, by kind and name, with a digest of what the controller reads from it.
     Present(String, u64),
     Gone(String),
-    /// A (re)list starts: objects not seen again before [`Seen::Listed`] are gone.
-    Listing,
-    Listed,
+    /// A (re)list of one kind starts: its objects not seen again before [`Seen::Listed`] are gone.
+    Listing(&'static str),
+    Listed(&'static str),
 }
+
+/// The kinds a cluster's watches list, each named as in [`Seen::Present`] (`kind/name`).
+const KINDS: [&str; 2] = ["pod", "node"];
 
 /// The control-plane static pods and Nodes of the cluster behind `client`, as [`Seen`] events.
 fn cluster_events(
@@ -142,25 +205,28 @@ fn cluster_events(
         client.clone(),
         Api::<Pod>::namespaced(client.clone(), "kube-system").resource_url(),
         CONTROL_PLANE_POD_SELECTOR,
-        "pod",
+        KINDS[0],
         pod_digest,
     );
     let nodes = SlimWatch::new(
         client.clone(),
         Api::<Node>::all(client.clone()).resource_url(),
         CONTROL_PLANE_NODE_ROLE,
-        "node",
+        KINDS[1],
         node_digest,
     );
     futures::stream::select(pods.events(), nodes.events())
 }
 
 /// Wakes `kcp` whenever the watched objects change in a way a reconcile would see, until the watches
-/// fail [`GIVE_UP_AFTER`] times in a row or nobody listens any more; returns why it stopped.
+/// fail [`GIVE_UP_AFTER`] times in a row or nobody listens any more; returns why it stopped. The
+/// `epoch` is renewed before each wake, on the first complete list, and on each failure (a change may
+/// have gone unseen).
 async fn forward(
     events: impl Stream<Item = Result<Seen, kube::Error>>,
     kcp: &ObjectRef<KubeadmControlPlane>,
     wake: &mpsc::UnboundedSender<ObjectRef<KubeadmControlPlane>>,
+    epoch: &AtomicU64,
 ) -> &'static str {
     let mut known = Known::default();
     let mut failures = 0;
@@ -169,11 +235,17 @@ async fn forward(
         match event {
             Ok(event) => {
                 failures = 0;
-                if known.changed_by(event) && wake.unbounded_send(kcp.clone()).is_err() {
+                let was_complete = known.complete();
+                let changed = known.changed_by(event);
+                if changed || known.complete() != was_complete {
+                    renew(epoch, &known);
+                }
+                if changed && wake.unbounded_send(kcp.clone()).is_err() {
                     return "the controller stopped";
                 }
             }
             Err(e) => {
+                renew(epoch, &known);
                 failures += 1;
                 tracing::debug!(kcp = %kcp, error = %e, failures, "workload watch failed");
                 if failures >= GIVE_UP_AFTER {
@@ -189,44 +261,63 @@ async fn forward(
 /// everything the controller reads alone wakes nothing).
 #[derive(Default)]
 struct Known {
+    /// By `kind/name`.
     objects: HashMap<String, u64>,
-    /// Objects seen during a (re)list, once one has started.
-    listing: Option<HashMap<String, u64>>,
-    /// Whether a first list was complete: the reconcile that opened the watches has seen that state.
-    listed_once: bool,
+    /// Per kind, the objects seen during its (re)list, while one runs.
+    listing: HashMap<&'static str, HashMap<String, u64>>,
+    /// The kinds whose first list was complete: the reconcile that opened the watches has seen that
+    /// state.
+    listed: HashSet<&'static str>,
 }
 
 impl Known {
     /// Takes in one event; true when a reconcile should look again.
     fn changed_by(&mut self, event: Seen) -> bool {
         match event {
-            Seen::Listing => {
-                self.listing = Some(HashMap::new());
+            Seen::Listing(kind) => {
+                self.listing.insert(kind, HashMap::new());
                 false
             }
             Seen::Present(name, digest) => {
-                if let Some(listing) = &mut self.listing {
+                if let Some(listing) = self.listing.get_mut(kind_of(&name)) {
                     listing.insert(name, digest);
                     return false;
                 }
                 self.objects.insert(name, digest) != Some(digest)
             }
             Seen::Gone(name) => self.objects.remove(&name).is_some(),
-            Seen::Listed => {
-                let listed = self.listing.take().unwrap_or_default();
-                let changed = self.listed_once && listed != self.objects;
-                self.objects = listed;
-                self.listed_once = true;
+            Seen::Listed(kind) => {
+                let listed = self.listing.remove(kind).unwrap_or_default();
+                let before: HashMap<String, u64> = self
+                    .objects
+                    .extract_if(|name, _| kind_of(name) == kind)
+                    .collect();
+                let first = self.listed.insert(kind);
+                let changed = !first && listed != before;
+                self.objects.extend(listed);
                 changed
             }
         }
     }
+
+    /// Every kind has been listed once.
+    fn complete(&self) -> bool {
+        KINDS.iter().all(|kind| self.listed.contains(kind))
+    }
 }
 
-/// What the controller reads from a static pod: its annotations (owner, generation, endpoints), phase,
-/// conditions, container states, and whether it is being deleted.
+fn kind_of(name: &str) -> &str {
+    name.split_once('/').map_or(name, |(kind, _)| kind)
+}
+
+/// What the controller reads from a static pod: its labels (component), annotations (owner,
+/// generation, endpoints), Node, phase, conditions, container states and why one waits, and whether it
+/// is being deleted.
 fn pod_digest(pod: &Pod) -> u64 {
     let mut hasher = DefaultHasher::new();
+    let mut labels: Vec<_> = pod.labels().iter().collect();
+    labels.sort();
+    labels.hash(&mut hasher);
     let mut annotations: Vec<_> = pod.annotations().iter().collect();
     annotations.sort();
     annotations.hash(&mut hasher);
@@ -247,6 +338,9 @@ fn pod_digest(pod: &Pod) -> u64 {
                 state.is_some_and(|s| s.running.is_some()),
                 state.is_some_and(|s| s.waiting.is_some()),
                 state.is_some_and(|s| s.terminated.is_some()),
+                state
+                    .and_then(|s| s.waiting.as_ref())
+                    .and_then(|w| w.reason.as_ref()),
             )
                 .hash(&mut hasher);
         }
@@ -288,9 +382,14 @@ mod tests {
     #[test]
     fn the_first_list_wakes_nothing_later_changes_do() {
         let mut known = Known::default();
-        assert!(!known.changed_by(Seen::Listing));
+        assert!(!known.changed_by(Seen::Listing("pod")));
         assert!(!known.changed_by(present("pod/etcd-a", 1)));
-        assert!(!known.changed_by(Seen::Listed));
+        assert!(!known.changed_by(Seen::Listed("pod")));
+        assert!(!known.complete(), "the Nodes are not listed yet");
+        for event in [Seen::Listing("node"), Seen::Listed("node")] {
+            assert!(!known.changed_by(event));
+        }
+        assert!(known.complete());
         // The same state again (a resync) wakes nothing; a change, an arrival and a departure do.
         assert!(!known.changed_by(present("pod/etcd-a", 1)));
         assert!(known.changed_by(present("pod/etcd-a", 2)));
@@ -303,24 +402,35 @@ mod tests {
     #[test]
     fn a_relist_wakes_only_when_it_differs() {
         let mut known = Known::default();
-        for event in [Seen::Listing, present("pod/a", 1), Seen::Listed] {
+        for event in [
+            Seen::Listing("pod"),
+            present("pod/a", 1),
+            Seen::Listed("pod"),
+        ] {
             known.changed_by(event);
         }
-        for event in [Seen::Listing, present("pod/a", 1)] {
+        for event in [Seen::Listing("pod"), present("pod/a", 1)] {
             assert!(!known.changed_by(event));
         }
-        assert!(!known.changed_by(Seen::Listed), "same objects");
-        for event in [Seen::Listing, present("pod/a", 1), present("pod/b", 1)] {
+        assert!(!known.changed_by(Seen::Listed("pod")), "same objects");
+        for event in [
+            Seen::Listing("pod"),
+            present("pod/a", 1),
+            present("pod/b", 1),
+        ] {
             assert!(!known.changed_by(event));
         }
         assert!(
-            known.changed_by(Seen::Listed),
+            known.changed_by(Seen::Listed("pod")),
             "pod/b arrived while unwatched"
         );
-        for event in [Seen::Listing, present("pod/b", 1)] {
+        for event in [Seen::Listing("pod"), present("pod/b", 1)] {
             assert!(!known.changed_by(event));
         }
-        assert!(known.changed_by(Seen::Listed), "pod/a left while unwatched");
+        assert!(
+            known.changed_by(Seen::Listed("pod")),
+            "pod/a left while unwatched"
+        );
     }
 
     #[test]
@@ -363,8 +473,8 @@ mod tests {
         };
         let events = futures::stream::iter(
             [
-                Ok(Seen::Listing),
-                Ok(Seen::Listed),
+                Ok(Seen::Listing("pod")),
+                Ok(Seen::Listed("pod")),
                 Ok(present("pod/a", 1)),
                 failure(),
                 Ok(present("pod/a", 2)),
@@ -373,10 +483,96 @@ mod tests {
             .chain(std::iter::repeat_with(failure).take(GIVE_UP_AFTER as usize))
             .chain([Ok(present("pod/a", 3))]),
         );
-        assert_eq!(forward(events, &kcp, &tx).await, "failed too often");
+        let epoch = AtomicU64::new(0);
+        assert_eq!(forward(events, &kcp, &tx, &epoch).await, "failed too often");
         drop(tx);
         let wakes: Vec<_> = woken.by_ref().collect().await;
         assert_eq!(wakes, vec![kcp.clone(), kcp]);
+        assert_eq!(
+            epoch.load(Ordering::Acquire),
+            0,
+            "the Nodes were never listed"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_epoch_moves_with_every_change_and_failure_once_both_kinds_listed() {
+        let (events, stream) = mpsc::unbounded();
+        let (wake, mut woken) = mpsc::unbounded();
+        let epoch = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn({
+            let epoch = Arc::clone(&epoch);
+            async move {
+                let kcp = ObjectRef::<KubeadmControlPlane>::new("cp").within("ns");
+                forward(stream, &kcp, &wake, &epoch).await
+            }
+        });
+        let step = async |event: Result<Seen, kube::Error>| {
+            events.unbounded_send(event).unwrap();
+            tokio::task::yield_now().await;
+            epoch.load(Ordering::Acquire)
+        };
+        // The two lists interleave; neither loses the other's objects.
+        assert_eq!(step(Ok(Seen::Listing("pod"))).await, 0);
+        assert_eq!(step(Ok(Seen::Listing("node"))).await, 0);
+        assert_eq!(step(Ok(present("pod/etcd-a", 1))).await, 0);
+        assert_eq!(step(Ok(present("node/a", 1))).await, 0);
+        assert_eq!(step(Ok(Seen::Listed("pod"))).await, 0);
+        let listed = step(Ok(Seen::Listed("node"))).await;
+        assert_ne!(listed, 0, "both kinds listed");
+        assert!(woken.try_recv().is_err(), "the first lists wake nothing");
+        // A relist of the pods that finds them as they were: same epoch, no wake.
+        for event in [Seen::Listing("pod"), present("pod/etcd-a", 1)] {
+            assert_eq!(step(Ok(event)).await, listed);
+        }
+        assert_eq!(step(Ok(Seen::Listed("pod"))).await, listed);
+        assert_eq!(step(Ok(present("node/a", 1))).await, listed, "no news");
+        let changed = step(Ok(present("pod/etcd-a", 2))).await;
+        assert_ne!(changed, listed);
+        assert!(woken.try_recv().is_ok(), "a change wakes");
+        let failed = step(Err(kube::Error::ReadEvents(
+            std::io::ErrorKind::ConnectionReset.into(),
+        )))
+        .await;
+        assert_ne!(failed, changed, "a failure may hide a change");
+        assert!(woken.try_recv().is_err(), "a failure alone wakes nothing");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_kept_observation_is_vouched_for_until_the_epoch_moves() {
+        let (watches, _woken) = WorkloadWatches::new();
+        let key = ("ns".to_owned(), "c".to_owned());
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        watches.ensure(key.clone(), ObjectRef::new("cp").within("ns"), &client);
+        let epoch = {
+            let open = lock(&watches.open);
+            let opened = &open[&key];
+            // Nothing answers there; the epoch is driven by hand from here on.
+            opened.task.abort();
+            Arc::clone(&opened.epoch)
+        };
+        assert_eq!(watches.epoch(&key), None, "not listed yet");
+        epoch.store(7, Ordering::Release);
+        assert_eq!(watches.epoch(&key), Some(7));
+        assert!(watches.vouched(&key).is_none(), "nothing kept yet");
+        let observation = Observation::default();
+        watches.keep(&key, 7, observation.clone());
+        assert_eq!(watches.vouched(&key), Some((7, observation.clone())));
+        epoch.store(8, Ordering::Release);
+        assert!(watches.vouched(&key).is_none(), "the watches saw something");
+        watches.keep(&key, 7, observation.clone());
+        assert!(
+            watches.vouched(&key).is_none(),
+            "read before the change was seen"
+        );
+        watches.keep(&key, 8, observation);
+        assert!(watches.vouched(&key).is_some());
+        watches.discard(&key);
+        assert!(watches.vouched(&key).is_none());
+        watches.close(&key);
+        assert_eq!(watches.epoch(&key), None);
     }
 
     #[tokio::test]

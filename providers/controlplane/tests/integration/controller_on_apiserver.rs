@@ -14,7 +14,7 @@ use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::MACHINE_GENERATION_LABEL;
-use kubeadm_controlplane::controller::api_writes_total;
+use kubeadm_controlplane::controller::{api_writes_total, workload_views};
 use serde_json::json;
 
 #[tokio::test]
@@ -183,9 +183,11 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
         "kube-apiserver-kubelet-client"
     );
 
-    // At rest, re-applying the unchanged control plane writes nothing.
+    // At rest, re-applying the unchanged control plane writes nothing, and reads nothing from the
+    // workload cluster: its watches vouch for the last view.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes = api_writes_total();
+    let (read, kept) = workload_views();
     Api::<KubeadmControlPlane>::namespaced(env.client.clone(), NS)
         .patch(
             KCP,
@@ -200,6 +202,33 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
         writes,
         "a reconcile at rest wrote something"
     );
+    let (read_at_rest, kept_at_rest) = workload_views();
+    assert_eq!(
+        read_at_rest, read,
+        "a reconcile at rest read the workload cluster"
+    );
+    assert!(kept_at_rest > kept, "no reconcile ran on the kept view");
+    // A change of a static pod is read afresh.
+    let pods =
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(env.client.clone(), "kube-system");
+    let pod = pods
+        .list(&ListParams::default().labels("tier=control-plane"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    pods.patch(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "metadata": { "annotations": { "touched": "1" } } })),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + CONVERGE;
+    while workload_views().0 == read {
+        assert!(Instant::now() < deadline, "the changed pod was not read");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Template metadata reaches existing machines in place, without a rollout.
     let names: Vec<String> = machines(&env.client)
