@@ -302,6 +302,13 @@ async fn run(n: usize, per_workload: usize, filtered: bool, scaled: usize, rest:
                 what.join(", ")
             }
         );
+        if a.views != (0, 0) {
+            println!(
+                "N={n}: {name} at rest read {} views of workload clusters and took {} kept ones",
+                a.views.0 - b.views.0,
+                a.views.1 - b.views.1
+            );
+        }
         row.requests.insert(name.clone(), by_verb);
         row.writes.insert(name.clone(), writes);
         row.reconciles
@@ -886,6 +893,8 @@ struct Counters {
     /// Requests by verb and resource.
     requests: BTreeMap<(String, String), u64>,
     reconciles: u64,
+    /// Views of the workload clusters (control-plane manager): read, and kept from a reconcile before.
+    views: (u64, u64),
 }
 
 impl Sample {
@@ -910,7 +919,7 @@ impl Sample {
     }
 }
 
-/// Request counts by verb and reconciles from a manager's `/metrics`.
+/// Request counts by verb, reconciles and workload views from a manager's `/metrics`.
 fn counters(text: &str) -> Counters {
     let mut counters = Counters::default();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
@@ -935,6 +944,15 @@ fn counters(text: &str) -> Counters {
                 .or_default() += value as u64;
         } else if series.ends_with("_reconcile_total") {
             counters.reconciles += value as u64;
+        } else if let Some(source) = series
+            .strip_prefix("kubeadm_controlplane_workload_views_total{source=\"")
+            .and_then(|l| l.strip_suffix("\"}"))
+        {
+            match source {
+                "read" => counters.views.0 += value as u64,
+                "kept" => counters.views.1 += value as u64,
+                _ => {}
+            }
         }
     }
     counters
