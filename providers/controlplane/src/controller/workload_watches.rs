@@ -3,10 +3,11 @@
 //! reconcile at once, instead of at its next poll.
 //!
 //! The watches also vouch for what a reconcile read: each cluster's watches keep an epoch, renewed
-//! whenever they see a change a reconcile would read differently, and whenever they fail. An
-//! observation read live while the epoch stayed the same is still what a live read would show, and a
-//! later reconcile takes it instead of reading again ([`WorkloadWatches::vouched`]): a settled cluster
-//! costs no workload call.
+//! whenever they see a change a reconcile would read differently. An observation read live while the
+//! epoch stayed the same is still what a live read would show, and a later reconcile takes it instead
+//! of reading again ([`WorkloadWatches::vouched`]): a settled cluster costs no workload call. A failure
+//! withdraws the epoch until the watches list again or see a change: a list compares against what was
+//! known before the failure, and would miss a change that came and went while a reconcile read.
 //!
 //! A cluster's watches are opened by the first reconcile that reaches its API server through the
 //! cluster's endpoint, and closed when the control plane goes, when the cluster stops answering (the
@@ -48,7 +49,8 @@ struct Opened {
     /// Tells this task from a later one for the same cluster, when it ends by itself.
     id: u64,
     task: tokio::task::AbortHandle,
-    /// 0 until both watches have listed; then a new value whenever they see a change or fail.
+    /// 0 until both watches have listed, and after a failure until they list again or see a change;
+    /// else a new value whenever they see a change.
     epoch: Arc<AtomicU64>,
     /// The last observation read live while the epoch was the one kept with it.
     kept: Option<(u64, Observation)>,
@@ -220,8 +222,8 @@ fn cluster_events(
 
 /// Wakes `kcp` whenever the watched objects change in a way a reconcile would see, until the watches
 /// fail [`GIVE_UP_AFTER`] times in a row or nobody listens any more; returns why it stopped. The
-/// `epoch` is renewed before each wake, on the first complete list, and on each failure (a change may
-/// have gone unseen).
+/// `epoch` is renewed before each wake and by a list that completes while it is 0 (the first, or the
+/// first after a failure, which sets it to 0).
 async fn forward(
     events: impl Stream<Item = Result<Seen, kube::Error>>,
     kcp: &ObjectRef<KubeadmControlPlane>,
@@ -235,9 +237,9 @@ async fn forward(
         match event {
             Ok(event) => {
                 failures = 0;
-                let was_complete = known.complete();
+                let listed = matches!(event, Seen::Listed(_));
                 let changed = known.changed_by(event);
-                if changed || known.complete() != was_complete {
+                if changed || (listed && epoch.load(Ordering::Acquire) == 0) {
                     renew(epoch, &known);
                 }
                 if changed && wake.unbounded_send(kcp.clone()).is_err() {
@@ -245,7 +247,7 @@ async fn forward(
                 }
             }
             Err(e) => {
-                renew(epoch, &known);
+                epoch.store(0, Ordering::Release);
                 failures += 1;
                 tracing::debug!(kcp = %kcp, error = %e, failures, "workload watch failed");
                 if failures >= GIVE_UP_AFTER {
@@ -496,7 +498,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn the_epoch_moves_with_every_change_and_failure_once_both_kinds_listed() {
+    async fn the_epoch_moves_with_every_change_and_a_failure_withdraws_it_until_a_list() {
         let (events, stream) = mpsc::unbounded();
         let (wake, mut woken) = mpsc::unbounded();
         let epoch = Arc::new(AtomicU64::new(0));
@@ -534,8 +536,23 @@ mod tests {
             std::io::ErrorKind::ConnectionReset.into(),
         )))
         .await;
-        assert_ne!(failed, changed, "a failure may hide a change");
+        assert_eq!(failed, 0, "a failure may hide a change");
         assert!(woken.try_recv().is_err(), "a failure alone wakes nothing");
+        // The Nodes list again as they were: what was read meanwhile may have been a passing state.
+        for event in [Seen::Listing("node"), present("node/a", 1)] {
+            assert_eq!(step(Ok(event)).await, 0);
+        }
+        let relisted = step(Ok(Seen::Listed("node"))).await;
+        assert!(relisted != 0 && relisted != changed);
+        assert!(woken.try_recv().is_err(), "nothing changed");
+        // While the epoch holds, a list that finds nothing new keeps it.
+        for event in [
+            Seen::Listing("pod"),
+            present("pod/etcd-a", 2),
+            Seen::Listed("pod"),
+        ] {
+            assert_eq!(step(Ok(event)).await, relisted);
+        }
         task.abort();
     }
 
