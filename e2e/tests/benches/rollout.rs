@@ -345,13 +345,15 @@ fn print(rollouts: &[Rollout]) {
         let after_hook: Duration = r
             .gaps
             .iter()
-            // Until the Machine is gone, or the next one created once it is (sampled a moment later).
+            // Until the next machine is created: once the old one's infrastructure machine is gone
+            // (Cluster API's first reconcile after the hook), not waiting for its bootstrap config and
+            // Node to be deleted as well.
             .filter(|g| g.1.contains("/ReleaseHook "))
             .map(|g| g.0)
             .sum();
         println!();
         println!(
-            "rollout {}: idle {:.2} s in all, {:.2} s of it from a released hook to its Machine gone; gaps over {} ms:",
+            "rollout {}: idle {:.2} s in all, {:.2} s of it from a released hook to the next step; gaps over {} ms:",
             i + 1,
             idle.as_secs_f64(),
             after_hook.as_secs_f64(),

@@ -75,6 +75,8 @@ pub struct ControlPlaneMachine {
     /// The Machine restores etcd from a snapshot
     /// ([`ETCD_RESTORE_SNAPSHOT_ANNOTATION`](kubeadm_api::meta::ETCD_RESTORE_SNAPSHOT_ANNOTATION)).
     pub restores_etcd: bool,
+    /// Its infrastructure machine is known to be gone: the kind is served and the object is not there.
+    pub infrastructure_gone: bool,
     /// Being deleted, and Cluster API's Machine controller has not reached the pre-terminate hooks yet
     /// (its `Deleting` condition does not say `WaitingForPreTerminateHook`).
     pub draining: bool,
@@ -89,6 +91,16 @@ pub struct ControlPlaneMachine {
     pub remediate_annotation: bool,
     /// The remediation this machine completes, from `controlplane.cluster.x-k8s.io/remediation-for`.
     pub remediation_for: Option<crate::remediation::RemediationData>,
+}
+
+impl ControlPlaneMachine {
+    /// Being deleted with nothing of the control plane left on it: our pre-terminate hook is released
+    /// (so its etcd member is removed, and every other hook and the drain came before) and its
+    /// infrastructure machine is gone (no VM, no load-balancer backend). What remains is Cluster API's
+    /// deletion of its bootstrap config and its Node object, which holds no next step.
+    pub fn only_cleanup_left(&self) -> bool {
+        self.deleting && !self.has_cleanup_hook && self.infrastructure_gone
+    }
 }
 
 /// The pre-terminate hooks of other controllers among a Machine's annotation names (ours excluded).

@@ -105,7 +105,9 @@ pub fn next_step(observed: Observed<'_>, partition: Partition) -> Plan {
         outdated,
         up_to_date,
     } = partition;
-    let current = i32::try_from(machines.len()).unwrap_or(i32::MAX);
+    // A machine with only Cluster API's cleanup left is gone as far as the count goes: the next
+    // machine is created, not a second one deleted, while core deletes its bootstrap config and Node.
+    let current = i32::try_from(preflight::standing(machines).count()).unwrap_or(i32::MAX);
     let replicas = desired.replicas;
 
     let (scale_up, purpose) = if !outdated.is_empty() {
@@ -416,5 +418,54 @@ mod tests {
         assert!(
             matches!(plan.step, Step::Wait { ref blockers, .. } if blockers == &[Blocker::MachineDeleting("m1".into())])
         );
+    }
+
+    #[test]
+    fn a_rollout_creates_the_next_machine_once_only_cluster_apis_cleanup_is_left() {
+        for max_surge in [1, 0] {
+            let mut sim = Sim::new(&["fd1", "fd2", "fd3"]);
+            sim.converge(&desired(3, "cp-genc01", 1));
+            let new = desired(3, "cp-genc02", max_surge);
+            if max_surge == 1 {
+                let Step::ScaleUp { failure_domain, .. } = next_step(sim.observe(&new)).step else {
+                    panic!("a rollout with maxSurge 1 creates first");
+                };
+                sim.create(&new, failure_domain, false);
+            }
+            let plan = next_step(sim.observe(&new));
+            let Step::ScaleDown { machine, .. } = plan.step else {
+                panic!("{max_surge}: {:?}", plan.step);
+            };
+            let mut without = Sim::new(&["fd1", "fd2", "fd3"]);
+            without.machines = sim.machines.clone();
+            without.machines.retain(|m| m.name != machine);
+            let Step::ScaleUp { failure_domain, .. } = next_step(without.observe(&new)).step else {
+                panic!("{max_surge}: the rollout goes on once the machine is gone");
+            };
+            let victim = sim.machines.iter_mut().find(|m| m.name == machine).unwrap();
+            victim.deleting = true;
+            victim.has_cleanup_hook = true;
+            // The hook holds the etcd member: nothing else happens, not even a second deletion.
+            let held = |sim: &Sim| {
+                matches!(next_step(sim.observe(&new)).step,
+                    Step::Wait { ref blockers, .. } if blockers == &[Blocker::MachineDeleting(machine.clone())])
+            };
+            assert!(held(&sim), "{max_surge}");
+            let victim = sim.machines.iter_mut().find(|m| m.name == machine).unwrap();
+            victim.has_cleanup_hook = false;
+            assert!(held(&sim), "{max_surge}: the VM is still there");
+            let victim = sim.machines.iter_mut().find(|m| m.name == machine).unwrap();
+            victim.infrastructure_gone = true;
+            // Only the bootstrap config and the Node object are left: the next machine is created,
+            // where it would go were the leaving one gone.
+            assert_eq!(
+                next_step(sim.observe(&new)).step,
+                Step::ScaleUp {
+                    failure_domain,
+                    purpose: Purpose::Rollout
+                },
+                "{max_surge}"
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::machines::ControlPlaneMachine;
 /// One reason an operation has to wait.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Blocker {
-    /// A machine is being deleted; one operation at a time.
+    /// A machine is being deleted; one operation at a time (see [`deletions_in_progress`]).
     MachineDeleting(String),
     /// A machine has no Node yet (still provisioning or bootstrapping).
     MachineWithoutNode(String),
@@ -82,7 +82,7 @@ pub fn check(operation: Operation<'_>, machines: &[ControlPlaneMachine]) -> Vec<
     };
     for m in machines
         .iter()
-        .filter(|m| Some(m.name.as_str()) != excluded)
+        .filter(|m| Some(m.name.as_str()) != excluded && !m.only_cleanup_left())
     {
         if m.node.is_none() {
             blockers.push(Blocker::MachineWithoutNode(m.name.clone()));
@@ -104,13 +104,21 @@ pub fn check(operation: Operation<'_>, machines: &[ControlPlaneMachine]) -> Vec<
     blockers
 }
 
-/// One operation at a time: every machine being deleted holds the next change.
+/// One operation at a time: a machine being deleted holds the next change until nothing of the control
+/// plane is left on it ([`ControlPlaneMachine::only_cleanup_left`]: etcd member removed, infrastructure
+/// gone), and, when no other machine stands, until it is gone altogether.
 pub fn deletions_in_progress(machines: &[ControlPlaneMachine]) -> Vec<Blocker> {
+    let none_stands = machines.iter().all(|m| m.deleting);
     machines
         .iter()
-        .filter(|m| m.deleting)
+        .filter(|m| m.deleting && (none_stands || !m.only_cleanup_left()))
         .map(|m| Blocker::MachineDeleting(m.name.clone()))
         .collect()
+}
+
+/// The machines that count: all but those with [only Cluster API's cleanup left](ControlPlaneMachine::only_cleanup_left).
+pub fn standing(machines: &[ControlPlaneMachine]) -> impl Iterator<Item = &ControlPlaneMachine> {
+    machines.iter().filter(|m| !m.only_cleanup_left())
 }
 
 #[cfg(test)]
@@ -145,6 +153,53 @@ mod tests {
         let blockers = check(Operation::ScaleUp, &[ready("a"), deleting]);
         assert_eq!(blockers, [Blocker::MachineDeleting("b".into())]);
         assert_eq!(blockers[0].reason(), reasons::WAITING_FOR_MACHINE_DELETION);
+    }
+
+    #[test]
+    fn a_deletion_holds_until_only_cluster_apis_cleanup_is_left() {
+        let leaving = |hook: bool, infrastructure_gone: bool| {
+            let mut m = ready("b");
+            m.deleting = true;
+            m.has_cleanup_hook = hook;
+            m.infrastructure_gone = infrastructure_gone;
+            // Its VM is gone, so its pods are not running.
+            m.health.components = Health::Unhealthy("kube-apiserver pod is not running".into());
+            m
+        };
+        let held = [Blocker::MachineDeleting("b".into())];
+        // The etcd member may still be there: our hook is not released.
+        assert_eq!(
+            check(Operation::ScaleUp, &[ready("a"), leaving(true, true)]),
+            held
+        );
+        // The VM, and with it a load-balancer backend, may still be there.
+        assert_eq!(
+            check(Operation::ScaleUp, &[ready("a"), leaving(false, false)]),
+            held
+        );
+        // Only the bootstrap config and the Node object are left to delete: neither holds anything,
+        // and the machine's own health no longer counts.
+        let done = leaving(false, true);
+        assert!(done.only_cleanup_left());
+        assert_eq!(check(Operation::ScaleUp, &[ready("a"), done.clone()]), []);
+        assert_eq!(
+            check(
+                Operation::ScaleDown("a"),
+                &[ready("a"), ready("c"), done.clone()]
+            ),
+            []
+        );
+        // With no other machine standing, the next one would be the first: wait until it is gone.
+        assert_eq!(check(Operation::ScaleUp, std::slice::from_ref(&done)), held);
+        let mut other = leaving(true, false);
+        other.name = "c".into();
+        assert_eq!(
+            check(Operation::ScaleUp, &[done, other]),
+            [
+                Blocker::MachineDeleting("b".into()),
+                Blocker::MachineDeleting("c".into())
+            ]
+        );
     }
 
     #[test]

@@ -6,15 +6,14 @@ use crate::machines::ControlPlaneMachine;
 
 /// The failure domain for a new machine: among `failure_domains` (those marked for control planes), the
 /// one with the fewest up-to-date machines, then the fewest machines, then the first by name. `None` when
-/// the infrastructure has no failure domains.
+/// the infrastructure has no failure domains. A machine with only Cluster API's cleanup left does not count.
 pub fn failure_domain_for_scale_up(
     failure_domains: &[String],
     machines: &[ControlPlaneMachine],
     up_to_date: &[&str],
 ) -> Option<String> {
     let count = |domain: &str, only_up_to_date: bool| {
-        machines
-            .iter()
+        crate::preflight::standing(machines)
             .filter(|m| m.failure_domain.as_deref() == Some(domain))
             .filter(|m| !only_up_to_date || up_to_date.contains(&m.name.as_str()))
             .count()

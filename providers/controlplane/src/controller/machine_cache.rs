@@ -12,6 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures::channel::mpsc;
 use futures::{FutureExt, Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -19,6 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::Machine;
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
 
 use super::grouped::Grouped;
@@ -39,6 +41,8 @@ pub(super) struct MachineCache {
     infrastructure: Mutex<HashMap<(String, String), InfrastructureCopy>>,
     client: kube::Client,
     namespace: String,
+    /// Wakes the control plane of a machine whose infrastructure machine is gone.
+    wake: mpsc::UnboundedSender<ObjectRef<KubeadmControlPlane>>,
     /// Namespaces read live until the given time.
     live_until: Mutex<HashMap<String, Instant>>,
 }
@@ -84,10 +88,13 @@ impl Seen {
 impl MachineCache {
     /// The copies, empty until listed; returns the Machine events (which wake the owning control
     /// planes) and the future feeding the KubeadmConfig copy, to be polled for as long as the copies are
-    /// used.
+    /// used. The deletion of an infrastructure machine wakes its Machine's control plane through `wake`:
+    /// once it is gone, a leaving machine no longer holds the next step (see
+    /// [`ControlPlaneMachine::only_cleanup_left`](crate::machines::ControlPlaneMachine::only_cleanup_left)).
     pub(super) fn new(
         client: &kube::Client,
         namespace: &str,
+        wake: mpsc::UnboundedSender<ObjectRef<KubeadmControlPlane>>,
     ) -> (
         Self,
         impl Stream<Item = Result<Machine, watcher::Error>> + Send + use<>,
@@ -117,6 +124,7 @@ impl MachineCache {
             infrastructure: Mutex::default(),
             client: client.clone(),
             namespace: namespace.to_owned(),
+            wake,
             live_until: Mutex::default(),
         };
         (cache, machine_events, configs_feed)
@@ -221,9 +229,19 @@ impl MachineCache {
             watch(api),
         );
         let copy = Arc::new(copy);
+        let machines = self.machines.store().clone();
+        let wake = self.wake.clone();
         let feed = tokio::spawn(events.for_each(move |event| {
-            if let Err(e) = event {
-                tracing::debug!(kind, error = %e, "infrastructure machines watch failed; retrying");
+            match event {
+                Ok(watcher::Event::Delete(gone)) => {
+                    if let Some(kcp) = control_plane_of(&machines, &gone) {
+                        let _ = wake.unbounded_send(kcp);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(kind, error = %e, "infrastructure machines watch failed; retrying");
+                }
             }
             std::future::ready(())
         }))
@@ -270,6 +288,25 @@ impl MachineCache {
             None => false,
         }
     }
+}
+
+/// The control plane that owns the Machine that owns `infrastructure`, from the Machine copy.
+fn control_plane_of(
+    machines: &Store<Machine>,
+    infrastructure: &DynamicObject,
+) -> Option<ObjectRef<KubeadmControlPlane>> {
+    let namespace = infrastructure.namespace()?;
+    let owner = infrastructure
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))?;
+    let machine = machines.get(&ObjectRef::new(&owner.name).within(&namespace))?;
+    let kcp = machine.owner_references().iter().find(|o| {
+        o.controller == Some(true)
+            && o.kind == "KubeadmControlPlane"
+            && o.api_version.starts_with("controlplane.cluster.x-k8s.io/")
+    })?;
+    Some(ObjectRef::new(&kcp.name).within(&namespace))
 }
 
 /// The copy has listed once (a reflector's store is never unready again).
@@ -319,5 +356,61 @@ mod tests {
         assert!(!Seen::Deleting.holds(Some(&machine(false))));
         assert!(Seen::Deleting.holds(Some(&machine(true))));
         assert!(Seen::Deleting.holds(None));
+    }
+
+    #[test]
+    fn a_gone_infrastructure_machine_leads_to_its_machines_control_plane() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owner = |api_version: &str, kind: &str, name: &str, controller: bool| OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            controller: Some(controller),
+            ..Default::default()
+        };
+        let mut writer = reflector::store::Writer::<Machine>::default();
+        let mut owned = machine(true);
+        owned.metadata.namespace = Some("ns".into());
+        owned.metadata.owner_references = Some(vec![
+            owner("cluster.x-k8s.io/v1beta2", "Cluster", "c", false),
+            owner(
+                "controlplane.cluster.x-k8s.io/v1beta2",
+                "KubeadmControlPlane",
+                "cp",
+                true,
+            ),
+        ]);
+        let mut stray = Machine::new("stray", Default::default());
+        stray.metadata.namespace = Some("ns".into());
+        writer.apply_watcher_event(&watcher::Event::Apply(owned));
+        writer.apply_watcher_event(&watcher::Event::Apply(stray));
+        let machines = writer.as_reader();
+        let resource = ApiResource {
+            group: "infrastructure.cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "infrastructure.cluster.x-k8s.io/v1beta2".into(),
+            kind: "SimMachine".into(),
+            plural: "simmachines".into(),
+        };
+        let infrastructure = |machine: &str| {
+            let mut object = DynamicObject::new("sim-1", &resource).within("ns");
+            object.metadata.owner_references = Some(vec![owner(
+                "cluster.x-k8s.io/v1beta2",
+                "Machine",
+                machine,
+                true,
+            )]);
+            object
+        };
+        assert_eq!(
+            control_plane_of(&machines, &infrastructure("m")),
+            Some(ObjectRef::new("cp").within("ns"))
+        );
+        assert_eq!(control_plane_of(&machines, &infrastructure("stray")), None);
+        assert_eq!(
+            control_plane_of(&machines, &infrastructure("unknown")),
+            None
+        );
     }
 }

@@ -6,7 +6,7 @@ use kubeadm_api::meta::{
     CLONED_FROM_NAME_ANNOTATION, CONTROL_PLANE_NAME_LABEL, DELETE_MACHINE_ANNOTATION,
     ETCD_RESTORE_SNAPSHOT_ANNOTATION, REMEDIATE_MACHINE_ANNOTATION, REMEDIATION_FOR_ANNOTATION,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
@@ -105,6 +105,8 @@ pub(super) async fn gather(
     let configs_api: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut configs = BTreeMap::new();
     let mut infrastructure = BTreeMap::new();
+    // Machines whose infrastructure machine's kind is served and the object is not there.
+    let mut gone = BTreeSet::new();
     let resources = &ctx.resources;
     for (name, machine) in &owned {
         if let Some(reference) = &machine.spec.bootstrap.config_ref
@@ -134,8 +136,13 @@ pub(super) async fn gather(
                         .await?
                 }
             };
-            if let Some(object) = object {
-                infrastructure.insert(name.clone(), (resource, object));
+            match object {
+                Some(object) => {
+                    infrastructure.insert(name.clone(), (resource, object));
+                }
+                None => {
+                    gone.insert(name.clone());
+                }
             }
         }
     }
@@ -146,6 +153,7 @@ pub(super) async fn gather(
                 m,
                 configs.get(&m.name_any()),
                 infrastructure.get(&m.name_any()).map(|(_, o)| o),
+                gone.contains(&m.name_any()),
             )
         })
         .collect();
@@ -187,6 +195,7 @@ pub(super) fn view(
     machine: &Machine,
     config: Option<&KubeadmConfig>,
     infra: Option<&DynamicObject>,
+    infrastructure_gone: bool,
 ) -> ControlPlaneMachine {
     let status = machine.status.as_ref();
     let condition_is = |type_: &str, value: &str| {
@@ -231,6 +240,7 @@ pub(super) fn view(
         available: condition_true("Available"),
         generation: machine.labels().get(MACHINE_GENERATION_LABEL).cloned(),
         cloned_from,
+        infrastructure_gone,
         kubeadm_config: config.map(|c| c.spec.clone()),
         certificates_expiry: expiry_annotation.or_else(|| {
             status

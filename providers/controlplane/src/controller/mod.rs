@@ -200,8 +200,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let (watches, woken) = workload_watches::WorkloadWatches::new();
     let (secrets, secrets_feed) =
         kubeadm_cluster::SecretCache::new(scoped_api(&client, &settings.namespace));
+    let (infrastructure_gone, infrastructure_woken) = futures::channel::mpsc::unbounded();
     let (machine_cache, machine_events, configs_feed) =
-        machine_cache::MachineCache::new(&client, &settings.namespace);
+        machine_cache::MachineCache::new(&client, &settings.namespace, infrastructure_gone);
     let (clusters_copy, cluster_events) = copy(clusters, watch.clone());
     let cluster_events = cluster_events.touched_objects();
     let context = Arc::new(Context {
@@ -223,6 +224,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .owns_stream(machine_events)
         .reconcile_on(woken)
+        // A leaving machine's infrastructure gone: the next step need not wait for the Machine.
+        .reconcile_on(infrastructure_woken)
         // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
         .watches_stream(cluster_events, |cluster: Cluster| {
             let namespace = cluster.namespace()?;

@@ -217,7 +217,8 @@ async fn machines(
             }
             None => None,
         };
-        let mut seen_machine = view(&machine, config.as_ref(), infrastructure.as_ref());
+        let gone = resources[&key].is_some() && infrastructure.is_none();
+        let mut seen_machine = view(&machine, config.as_ref(), infrastructure.as_ref(), gone);
         seen_machine.health = reported_health(&machine, external_etcd);
         seen.push(seen_machine);
     }
