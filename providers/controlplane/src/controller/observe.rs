@@ -66,8 +66,9 @@ pub(super) enum Source {
     /// Read now. With the watches' epoch from before the reads, once they have listed: what later
     /// reconciles may take again.
     Read(Option<(u64, Observation)>),
-    /// Taken again from an earlier reconcile: the watches have seen nothing new since (at that epoch).
-    Kept(u64, Observation),
+    /// Taken again from an earlier reconcile: the watches have seen nothing new since `epoch`; with the
+    /// addon inputs last applied while it held.
+    Kept { epoch: u64, addons: Option<u64> },
     /// Nothing to keep: not initialized, unreachable, or read through a single API server.
     Nothing,
 }
@@ -98,12 +99,18 @@ pub(super) async fn workload(
             && let Some((epoch, kept)) = ctx.watches.vouched(key)
             && kept.machines == machines
         {
+            let Observation {
+                pods,
+                nodes,
+                addons,
+                ..
+            } = kept;
             let seen = Workload::Seen {
                 initialized: true,
-                pods: kept.pods.clone(),
-                nodes: Some(kept.nodes.clone()),
+                pods,
+                nodes: Some(nodes),
             };
-            return Ok((seen, Source::Kept(epoch, kept)));
+            return Ok((seen, Source::Kept { epoch, addons }));
         }
         let epoch = ctx.watches.epoch(key).filter(|_| keep);
         let initialized = was_initialized || workload::initialized(client).await.map_err(text)?;

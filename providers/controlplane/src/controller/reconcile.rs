@@ -65,22 +65,22 @@ async fn run(
     )
     .await?;
 
-    let observe = |reuse| {
+    let observe = |desired, workload, reuse| {
         ControlPlane::observe(
             ctx,
             kcp,
             cluster,
-            desired.clone(),
+            desired,
             &certificates,
-            workload.clone(),
+            workload,
             Route::of(pinned.as_deref(), reuse),
         )
     };
-    let mut cp = observe(true).await?;
+    let mut cp = observe(desired, workload, true).await?;
     if cp.needs_fresh_view(changing(&cp)) {
         tracing::debug!("something to do: the workload cluster is read again");
         ctx.watches.discard(&cp.key());
-        cp = observe(false).await?;
+        cp = observe(cp.desired, cp.workload, false).await?;
     }
     let mut acted = None;
     let mut failed = None;

@@ -129,7 +129,7 @@ impl<'a> ControlPlane<'a> {
         )
         .await;
         let view = match (&seen, &source) {
-            (_, Source::Kept(..)) => Some("kept"),
+            (_, Source::Kept { .. }) => Some("kept"),
             (Workload::Seen { nodes: Some(_), .. }, _) => Some("read"),
             _ => None,
         };
@@ -291,7 +291,7 @@ impl<'a> ControlPlane<'a> {
     /// a restore is requested. A step is taken on what the workload cluster shows now, so the reconcile
     /// observes again with `reuse` off.
     pub(super) fn needs_fresh_view(&self, changing: bool) -> bool {
-        matches!(self.source, Source::Kept(..))
+        matches!(self.source, Source::Kept { .. })
             && (changing
                 || self
                     .machines
@@ -309,17 +309,18 @@ impl<'a> ControlPlane<'a> {
     pub(super) fn keep_view(self, ctx: &Context) {
         let key = self.key();
         let applied = self.addons_applied.get().copied();
-        let (epoch, mut observation) = match self.source {
-            Source::Read(Some(kept)) => kept,
-            Source::Kept(epoch, observation)
-                if applied.is_some_and(|a| observation.addons != Some(a)) =>
-            {
-                (epoch, observation)
+        match self.source {
+            Source::Read(Some((epoch, mut observation))) => {
+                observation.addons = applied;
+                ctx.watches.keep(&key, epoch, observation);
             }
-            Source::Read(None) | Source::Kept(..) | Source::Nothing => return,
-        };
-        observation.addons = applied.or(observation.addons);
-        ctx.watches.keep(&key, epoch, observation);
+            Source::Kept { epoch, addons } => {
+                if let Some(applied) = applied.filter(|a| addons != Some(*a)) {
+                    ctx.watches.keep_addons(&key, epoch, applied);
+                }
+            }
+            Source::Read(None) | Source::Nothing => {}
+        }
     }
 
     /// (namespace, cluster), the key of per-cluster state kept between reconciles.

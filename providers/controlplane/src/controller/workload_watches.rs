@@ -143,6 +143,17 @@ impl WorkloadWatches {
         }
     }
 
+    /// Records the addon inputs applied while the observation kept at `epoch` held (none when another
+    /// was kept since).
+    pub(super) fn keep_addons(&self, cluster: &ClusterKey, epoch: u64, addons: u64) {
+        if let Some(opened) = lock(&self.open).get_mut(cluster)
+            && let Some((kept_epoch, observation)) = opened.kept.as_mut()
+            && *kept_epoch == epoch
+        {
+            observation.addons = Some(addons);
+        }
+    }
+
     /// Forgets the kept observation of `cluster`: the control plane has something to do, and until it
     /// settles again each reconcile reads afresh.
     pub(super) fn discard(&self, cluster: &ClusterKey) {
@@ -586,6 +597,14 @@ mod tests {
         );
         watches.keep(&key, 8, observation);
         assert!(watches.vouched(&key).is_some());
+        watches.keep_addons(&key, 7, 42);
+        assert_eq!(
+            watches.vouched(&key).unwrap().1.addons,
+            None,
+            "applied while an older observation held"
+        );
+        watches.keep_addons(&key, 8, 42);
+        assert_eq!(watches.vouched(&key).unwrap().1.addons, Some(42));
         watches.discard(&key);
         assert!(watches.vouched(&key).is_none());
         watches.close(&key);

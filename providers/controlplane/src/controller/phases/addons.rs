@@ -17,8 +17,8 @@ pub(super) async fn reconcile(cp: &ControlPlane<'_>, ctx: &Context) -> Result<Op
         return Ok(None);
     }
     let inputs = addons::inputs(cp.kcp, &cp.desired);
-    if let Source::Kept(_, kept) = &cp.source
-        && kept.addons == Some(inputs)
+    if let Source::Kept { addons, .. } = cp.source
+        && addons == Some(inputs)
     {
         // Applied while nothing has changed since, neither the spec nor the workload control plane.
         return Ok(None);
