@@ -410,23 +410,22 @@ impl WorkloadEtcd {
     /// repair). Retried while etcd calls the cluster unhealthy after a recent membership change.
     pub async fn add_learner(&self, endpoint: &str, peer_url: &str) -> Result<Member, EtcdError> {
         let op = "add learner";
-        let resp = self
-            .retry_while(
-                endpoint,
-                op,
-                UNHEALTHY,
-                self.config().membership_retry_for,
-                || {
-                    self.call(endpoint, op, |mut c| {
-                        let urls = vec![peer_url.to_owned()];
-                        async move {
-                            c.member_add(urls, Some(MemberAddOptions::new().with_is_learner()))
-                                .await
-                        }
-                    })
-                },
-            )
-            .await?;
+        let resp = retry_while(
+            &[endpoint],
+            op,
+            UNHEALTHY,
+            self.config().membership_retry_for,
+            |endpoint| {
+                self.call(endpoint, op, |mut c| {
+                    let urls = vec![peer_url.to_owned()];
+                    async move {
+                        c.member_add(urls, Some(MemberAddOptions::new().with_is_learner()))
+                            .await
+                    }
+                })
+            },
+        )
+        .await?;
         resp.member()
             .map(member_from)
             .ok_or_else(|| EtcdError::Call {
@@ -440,21 +439,20 @@ impl WorkloadEtcd {
     /// leader. A member that is already a voter counts as promoted: an earlier answer may have been lost.
     pub async fn promote(&self, endpoint: &str, id: u64) -> Result<(), EtcdError> {
         let op = "promote member";
-        let result = self
-            .retry_while(
-                endpoint,
-                op,
-                NOT_IN_SYNC,
-                self.config().promote_retry_for,
-                || {
-                    self.call(
-                        endpoint,
-                        op,
-                        |mut c| async move { c.member_promote(id).await },
-                    )
-                },
-            )
-            .await;
+        let result = retry_while(
+            &[endpoint],
+            op,
+            NOT_IN_SYNC,
+            self.config().promote_retry_for,
+            |endpoint| {
+                self.call(
+                    endpoint,
+                    op,
+                    |mut c| async move { c.member_promote(id).await },
+                )
+            },
+        )
+        .await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if e.cause().is_some_and(already_voter) => Ok(()),
@@ -462,25 +460,25 @@ impl WorkloadEtcd {
         }
     }
 
-    /// Removes member `id`, retrying while etcd calls the cluster unhealthy (it does for ≈ 5 s after a
-    /// promotion). Removing a member that is no longer listed succeeds: an earlier answer may have been lost.
-    pub async fn remove(&self, endpoint: &str, id: u64) -> Result<(), EtcdError> {
+    /// Removes member `id` through the first of `endpoints` that takes it, retrying while each calls the
+    /// cluster unhealthy (a member does for ≈ 5 s after it joined, or after a promotion). Removing a
+    /// member that is no longer listed succeeds: an earlier answer may have been lost.
+    pub async fn remove(&self, endpoints: &[&str], id: u64) -> Result<(), EtcdError> {
         let op = "remove member";
-        let result = self
-            .retry_while(
-                endpoint,
-                op,
-                UNHEALTHY,
-                self.config().membership_retry_for,
-                || {
-                    self.call(
-                        endpoint,
-                        op,
-                        |mut c| async move { c.member_remove(id).await },
-                    )
-                },
-            )
-            .await;
+        let result = retry_while(
+            endpoints,
+            op,
+            UNHEALTHY,
+            self.config().membership_retry_for,
+            |endpoint| {
+                self.call(
+                    endpoint,
+                    op,
+                    |mut c| async move { c.member_remove(id).await },
+                )
+            },
+        )
+        .await;
         match result {
             Ok(_) | Err(EtcdError::MemberNotFound { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -705,41 +703,55 @@ impl WorkloadEtcd {
             None => EtcdError::Unreachable { endpoint, cause },
         }
     }
+}
 
-    /// Repeats `attempt` with a growing pause while its error contains `refusal`, for up to `limit`.
-    async fn retry_while<T, F, Fut>(
-        &self,
-        endpoint: &str,
-        op: &'static str,
-        refusal: &'static str,
-        limit: Duration,
-        mut attempt: F,
-    ) -> Result<T, EtcdError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, EtcdError>>,
-    {
-        let started = Instant::now();
-        let deadline = started + limit;
-        let mut pause = RETRY_FIRST_PAUSE;
-        loop {
-            let cause = match attempt().await {
-                Err(EtcdError::Call { cause, .. }) if cause.contains(refusal) => cause,
+/// Asks `endpoints` in turn until one answers other than with `refusal`; when all refuse, pauses (a
+/// little longer each time) and asks again, for up to `limit`.
+async fn retry_while<'e, T, F, Fut>(
+    endpoints: &[&'e str],
+    op: &'static str,
+    refusal: &'static str,
+    limit: Duration,
+    mut attempt: F,
+) -> Result<T, EtcdError>
+where
+    F: FnMut(&'e str) -> Fut,
+    Fut: Future<Output = Result<T, EtcdError>>,
+{
+    let Some(first) = endpoints.first() else {
+        return Err(EtcdError::Call {
+            endpoint: String::new(),
+            op,
+            cause: "no member to ask".to_owned(),
+        });
+    };
+    let started = Instant::now();
+    let deadline = started + limit;
+    let mut pause = RETRY_FIRST_PAUSE;
+    loop {
+        let mut refused = None;
+        for endpoint in endpoints {
+            match attempt(endpoint).await {
+                Err(EtcdError::Call { cause, .. }) if cause.contains(refusal) => {
+                    tracing::debug!(endpoint, op, %cause, "etcd refused");
+                    refused = Some(cause);
+                }
                 other => return other,
-            };
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(EtcdError::GaveUp {
-                    endpoint: endpoint.to_owned(),
-                    op,
-                    after: started.elapsed(),
-                    cause,
-                });
             }
-            tracing::debug!(endpoint, op, %cause, ?pause, "etcd refused, retrying");
-            tokio::time::sleep(pause.min(deadline - now)).await;
-            pause = (pause * 2).min(RETRY_MAX_PAUSE);
         }
+        let cause = refused.unwrap_or_default();
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(EtcdError::GaveUp {
+                endpoint: first.to_string(),
+                op,
+                after: started.elapsed(),
+                cause,
+            });
+        }
+        tracing::debug!(endpoint = first, op, %cause, ?pause, "etcd refused, retrying");
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(RETRY_MAX_PAUSE);
     }
 }
 
@@ -933,6 +945,83 @@ fn with_sources(mut text: String, mut source: Option<&dyn std::error::Error>) ->
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_refusal_passes_the_change_to_the_next_member_before_any_pause() {
+        let refusal = |endpoint: &str| EtcdError::Call {
+            endpoint: endpoint.to_owned(),
+            op: "remove member",
+            cause: "etcdserver: unhealthy cluster".to_owned(),
+        };
+        let asked = std::sync::Mutex::new(Vec::new());
+        let attempt = |endpoint: &'static str| {
+            asked.lock().unwrap().push(endpoint);
+            let answer = match endpoint {
+                "https://new-leader:2379" => Err(refusal(endpoint)),
+                _ => Ok(endpoint),
+            };
+            async move { answer }
+        };
+        let endpoints = ["https://new-leader:2379", "https://old-voter:2379"];
+        // No time to retry: the one round must reach the second member.
+        let taken = retry_while(
+            &endpoints,
+            "remove member",
+            UNHEALTHY,
+            Duration::ZERO,
+            attempt,
+        )
+        .await
+        .unwrap();
+        assert_eq!(taken, "https://old-voter:2379");
+        assert_eq!(*asked.lock().unwrap(), endpoints);
+
+        // When every member refuses, the error names the first (the leader) and etcd's refusal.
+        let err = retry_while(
+            &endpoints[..1],
+            "remove member",
+            UNHEALTHY,
+            Duration::ZERO,
+            attempt,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, EtcdError::GaveUp { ref endpoint, .. } if endpoint == endpoints[0]),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("unhealthy cluster"), "{err}");
+        // Another error ends the round at once.
+        let unreachable = retry_while(
+            &endpoints,
+            "remove member",
+            UNHEALTHY,
+            Duration::ZERO,
+            |e| async move {
+                Err::<(), _>(EtcdError::Unreachable {
+                    endpoint: e.to_owned(),
+                    cause: "connection refused".into(),
+                })
+            },
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(unreachable, EtcdError::Unreachable { ref endpoint, .. } if endpoint == endpoints[0])
+        );
+        let none: &[&str] = &[];
+        assert!(
+            retry_while(
+                none,
+                "remove member",
+                UNHEALTHY,
+                Duration::ZERO,
+                |_| async { Ok(()) }
+            )
+            .await
+            .is_err()
+        );
+    }
+
     fn status(id: u64, leader: u64) -> Status {
         Status {
             id,
@@ -996,7 +1085,15 @@ mod tests {
             (1, Ok(status(1, 3))),
             (3, Ok(status(3, 3))),
         ]));
-        assert_eq!(answering.proposer_endpoint(), Some("https://10.0.0.3:2379"));
+        assert_eq!(
+            answering.proposer_endpoints(None),
+            ["https://10.0.0.3:2379", "https://10.0.0.1:2379"]
+        );
+        assert_eq!(
+            answering.proposer_endpoints(Some(3)),
+            ["https://10.0.0.1:2379"],
+            "never the member to remove"
+        );
         let cut_off = observation(BTreeMap::from([
             (1, Err(unreachable())),
             (2, Ok(learner)),
@@ -1004,9 +1101,13 @@ mod tests {
             (4, Ok(status(4, 1))),
         ]));
         assert_eq!(cut_off.leader, Some(1));
-        assert_eq!(cut_off.proposer_endpoint(), Some("https://10.0.0.3:2379"));
+        assert_eq!(
+            cut_off.proposer_endpoints(None),
+            ["https://10.0.0.3:2379", "https://10.0.0.4:2379"],
+            "the voters that answered, by ID, when the leader did not"
+        );
         let leaderless = observation(BTreeMap::from([(3, Ok(status(3, 0)))]));
-        assert_eq!(leaderless.proposer_endpoint(), None);
+        assert!(leaderless.proposer_endpoints(None).is_empty());
     }
 
     #[test]

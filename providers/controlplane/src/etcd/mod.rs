@@ -77,20 +77,31 @@ impl Observation {
         leader.client_urls.first().map(String::as_str)
     }
 
-    /// Where a membership change goes: the leader's client URL when the leader answered, else that of
-    /// the first voter (by ID) that answered and follows a leader, which forwards the change to it. The
-    /// leader may be cut off from this controller alone (its node's kubelet down, a route gone) while
-    /// the members still reach it.
-    pub fn proposer_endpoint(&self) -> Option<&str> {
-        let answered = |id: u64| matches!(self.states.get(&id), Some(Ok(status)) if status.leader != 0 && !status.is_learner);
+    /// Every place a membership change may go, best first: the leader when it answered, then the other
+    /// voters that answered and follow a leader, by ID (each forwards the change to the leader: the
+    /// leader may be cut off from this controller alone, its node's kubelet down or a route gone, while
+    /// the members still reach it); never `except`, the member the change removes, whose answer may be
+    /// lost as it leaves. etcd checks a
+    /// removal against the connections of the member it is sent to: one that joined a moment ago (a
+    /// new leader, after a hand-over) refuses it as "unhealthy cluster" for its first 5 s, where a
+    /// voter of longer standing takes it.
+    pub fn proposer_endpoints(&self, except: Option<u64>) -> Vec<&str> {
+        let answered = |id: u64| {
+            Some(id) != except
+                && matches!(self.states.get(&id), Some(Ok(status)) if status.leader != 0 && !status.is_learner)
+        };
         let leader = self.leader.filter(|id| answered(*id));
-        let id = leader.or_else(|| {
-            self.members
-                .iter()
-                .map(|m| m.id)
-                .filter(|id| answered(*id))
-                .min()
-        })?;
-        self.member(id)?.client_urls.first().map(String::as_str)
+        let mut others: Vec<u64> = self
+            .members
+            .iter()
+            .map(|m| m.id)
+            .filter(|id| answered(*id) && Some(*id) != leader)
+            .collect();
+        others.sort_unstable();
+        leader
+            .into_iter()
+            .chain(others)
+            .filter_map(|id| self.member(id)?.client_urls.first().map(String::as_str))
+            .collect()
     }
 }

@@ -188,7 +188,7 @@ async fn an_unstarted_learner_is_listed_without_status_and_removed(release: Etcd
     );
 
     let started = Instant::now();
-    f.etcd.remove(&endpoints[1], added.id).await.unwrap();
+    f.etcd.remove(&[&endpoints[1]], added.id).await.unwrap();
     let removal = started.elapsed();
     println!("measured: removing an unstarted learner took {removal:?}");
     // etcd 3.4 answers the member list from the member's own state: a follower may list the removed
@@ -204,7 +204,7 @@ async fn an_unstarted_learner_is_listed_without_status_and_removed(release: Etcd
     assert_eq!(members.len(), 3);
     assert!(members.iter().all(|m| m.id != added.id));
     // Removing it again succeeds: an earlier answer may have been lost.
-    f.etcd.remove(&endpoints[2], added.id).await.unwrap();
+    f.etcd.remove(&[&endpoints[2]], added.id).await.unwrap();
     put_and_get(&f.cluster, "after-learner-removal").await;
 }
 
@@ -230,7 +230,7 @@ fn promote_when_listed(
         let mut removed = None;
         if let Some(id) = then_remove {
             let started = Instant::now();
-            etcd.remove(&voter, id).await.unwrap();
+            etcd.remove(&[&voter], id).await.unwrap();
             removed = Some(started.elapsed());
         }
         (learner.id, promoted, removed)
@@ -306,6 +306,72 @@ async fn the_old_member_is_removed_right_after_promoting_its_replacement(release
         .unwrap();
     client.put("after-rollout", "v", None).await.unwrap();
     cluster.stop();
+}
+
+/// A rollout's hand-over: a new member joins, is promoted and takes the lead, and the old leader is
+/// removed at once. The new leader refuses the removal ("unhealthy cluster") until its own connections
+/// to the others are 5 s old; asked in turn (the leader first, never the member that leaves), a voter of
+/// longer standing takes it in the same round.
+async fn a_removal_right_after_a_hand_over_is_taken_by_an_older_voter(release: EtcdRelease) {
+    let mut f = three_members(release).await;
+    // etcd counts a peer as connected once it has been for 5 s: the first three settle first.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let voters = urls(&f.cluster);
+    let before = f.etcd.observe(&voters).await.unwrap();
+    let old_leader = before.leader.unwrap();
+    let old_leader_url = before.leader_endpoint().unwrap().to_owned();
+    let promoter = promote_when_listed(f.etcd.clone(), voters[0].clone(), None);
+    let new_id = f.cluster.add_learner("replacement").await.unwrap();
+    assert_eq!(promoter.await.unwrap().0, new_id);
+    let new_url = client_url_of(&f.cluster, new_id);
+    f.etcd.move_leader(&old_leader_url, new_id).await.unwrap();
+
+    let endpoints = urls(&f.cluster);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let observed = loop {
+        let observed = f.etcd.observe(&endpoints).await.unwrap();
+        let agreed = observed
+            .states
+            .values()
+            .all(|s| s.as_ref().is_ok_and(|s| s.leader == new_id));
+        if agreed {
+            break observed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "leadership did not move: {observed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let proposers = observed.proposer_endpoints(Some(old_leader));
+    assert_eq!(proposers.len(), 3, "{proposers:?}");
+    assert_eq!(proposers[0], new_url, "the leader first");
+    assert!(!proposers.contains(&old_leader_url.as_str()));
+
+    // One round, no pause: only a member that takes the removal at once can make it succeed.
+    let once = EtcdClients::new(EtcdClientConfig {
+        membership_retry_for: Duration::ZERO,
+        ..config()
+    })
+    .workload(Arc::new(client_cert(&f.cluster)));
+    match once.remove(&proposers[..1], old_leader).await {
+        Ok(()) => println!("measured: the new leader took the removal itself (it was up for 5 s)"),
+        Err(e) => {
+            assert!(matches!(e, EtcdError::GaveUp { .. }), "{e:?}");
+            assert!(e.to_string().contains("unhealthy cluster"), "{e}");
+            println!("measured: the new leader refused the removal: {e}");
+        }
+    }
+    once.remove(&proposers, old_leader).await.unwrap();
+    let members = f.etcd.member_list(&new_url).await.unwrap();
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(members.iter().all(|m| m.id != old_leader));
+    let mut client = f
+        .cluster
+        .connect(std::slice::from_ref(&new_url))
+        .await
+        .unwrap();
+    client.put("after-hand-over", "v", None).await.unwrap();
 }
 
 fn client_url_of(cluster: &EtcdCluster, id: u64) -> String {
@@ -619,6 +685,7 @@ testenv::on_every_etcd_release!(
     an_unstarted_learner_is_listed_without_status_and_removed,
     a_joining_learner_is_promoted_as_soon_as_it_is_in_sync,
     the_old_member_is_removed_right_after_promoting_its_replacement,
+    a_removal_right_after_a_hand_over_is_taken_by_an_older_voter,
     a_started_learner_answers_status_but_not_the_member_list,
     leadership_moves_to_the_chosen_member,
     compaction_and_defragmentation_on_every_member,

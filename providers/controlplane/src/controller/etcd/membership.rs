@@ -53,7 +53,9 @@ pub(in crate::controller) async fn execute(
         }
         Action::RemoveStuckLearner { member, machine }
         | Action::RemoveUnstartedMember { member, machine } => {
-            view.etcd.remove(&view.proposer()?, *member).await?;
+            view.etcd
+                .remove(&view.proposers_without(*member)?, *member)
+                .await?;
             let (kind, what) = if matches!(action, Action::RemoveStuckLearner { .. }) {
                 (
                     REMOVE_STUCK_LEARNER,
@@ -92,7 +94,9 @@ pub(in crate::controller) async fn execute(
             change(MOVE_LEADER, machine_of(*from), note)
         }
         Action::RemoveMember { member, machine } => {
-            view.etcd.remove(&view.proposer()?, *member).await?;
+            view.etcd
+                .remove(&view.proposers_without(*member)?, *member)
+                .await?;
             let note = format!(
                 "removed etcd member {} of deleting Machine {machine}",
                 label(*member)
@@ -107,7 +111,9 @@ pub(in crate::controller) async fn execute(
             change(RELEASE_HOOK, Some(machine.clone()), note)
         }
         Action::RemoveOrphan { member } => {
-            view.etcd.remove(&view.proposer()?, *member).await?;
+            view.etcd
+                .remove(&view.proposers_without(*member)?, *member)
+                .await?;
             let note = format!(
                 "removed etcd member {} that belongs to no Machine",
                 label(*member)

@@ -57,12 +57,15 @@ impl EtcdView {
             .ok_or_else(|| Error::Etcd("etcd has no reachable leader".into()))
     }
 
-    /// Where a membership change goes (see [`Observation::proposer_endpoint`]).
-    pub(in crate::controller) fn proposer(&self) -> Result<String, Error> {
-        self.observation
-            .proposer_endpoint()
-            .map(str::to_owned)
-            .ok_or_else(|| Error::Etcd("no etcd voter with a leader answered".into()))
+    /// Where the removal of member `id` goes, best first (see [`Observation::proposer_endpoints`]).
+    pub(in crate::controller) fn proposers_without(&self, id: u64) -> Result<Vec<&str>, Error> {
+        let endpoints = self.observation.proposer_endpoints(Some(id));
+        if endpoints.is_empty() {
+            return Err(Error::Etcd(
+                "no etcd voter with a leader answered, other than the member to remove".into(),
+            ));
+        }
+        Ok(endpoints)
     }
 
     /// How member `id` is named in messages (see [`MemberLabel`]).
