@@ -7,7 +7,9 @@
 //! wall time, each new machine's join (its `MachineCreated` Event until it has a Node and its etcd member
 //! votes), the sum of the joins and the ratio of the two, and the idle gaps between consecutive steps that
 //! are not a join, with what the control plane said it waited for (those over `BENCH_GAPS_OVER_MS`, default
-//! 1000). Nothing is asserted: it measures.
+//! 1000). The wall time runs until the last old Machine is gone; the part after the control plane's last
+//! step (its hook on that Machine released), which is core Cluster API deleting it, is shown apart from
+//! the gaps. Nothing is asserted: it measures.
 //!
 //! Steps come from the control plane's own Events (`MachineCreated`, `MachineDeleted`,
 //! `EtcdMembershipChanged`, with microsecond times); joins and machines gone from sampling the Machines
@@ -60,8 +62,12 @@ struct Rollout {
     wall: Duration,
     /// (machine, join time).
     joins: Vec<(String, Duration)>,
-    /// (gap, from, to, what the control plane said in the middle of it).
+    /// (gap, from, to, what the control plane said in the middle of it), between the template applied
+    /// and the control plane's last step.
     gaps: Vec<(Duration, String, String, String)>,
+    /// After the control plane's last step (its last old machine's hook released): core Cluster API
+    /// deleting that Machine, until it is gone.
+    after_last_step: Duration,
 }
 
 impl Rollout {
@@ -213,6 +219,7 @@ async fn roll(env: &Env, watch: &EtcdWatch, replicas: u32, generation: u32) -> R
     }
     let ended = Timestamp::now();
     let steps = steps(env, started).await;
+    let last_step = steps.iter().map(|m| m.at).max().unwrap_or(started);
     let created: BTreeMap<String, Timestamp> = steps
         .iter()
         .filter(|m| m.what.starts_with("MachineCreated/"))
@@ -250,7 +257,7 @@ async fn roll(env: &Env, watch: &EtcdWatch, replicas: u32, generation: u32) -> R
     };
     let gaps = marks
         .windows(2)
-        .filter(|pair| !in_join(pair[0].at, pair[1].at))
+        .filter(|pair| pair[1].at <= last_step && !in_join(pair[0].at, pair[1].at))
         .map(|pair| {
             let middle = pair[0].at + since(pair[0].at, pair[1].at) / 2;
             let text = said
@@ -271,6 +278,7 @@ async fn roll(env: &Env, watch: &EtcdWatch, replicas: u32, generation: u32) -> R
         wall: since(started, ended),
         joins,
         gaps,
+        after_last_step: since(last_step, ended),
     }
 }
 
@@ -296,8 +304,10 @@ async fn control_plane_machines(env: &Env) -> Vec<(String, Option<String>, Optio
 
 fn print(rollouts: &[Rollout]) {
     println!();
-    println!("| # | machines | wall | joins | sum of joins | ratio | largest idle gap |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| # | machines | wall | joins | sum of joins | ratio | largest idle gap | after the last step |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for (i, r) in rollouts.iter().enumerate() {
         let joins: Vec<String> = r
             .joins
@@ -310,13 +320,14 @@ fn print(rollouts: &[Rollout]) {
                 format!("{:.2} s ({from} → {to}; {said})", d.as_secs_f64())
             });
         println!(
-            "| {} | {} | {:.1} s | {} s | {:.1} s | {:.2} | {gap} |",
+            "| {} | {} | {:.1} s | {} s | {:.1} s | {:.2} | {gap} | {:.2} s |",
             i + 1,
             r.replicas,
             r.wall.as_secs_f64(),
             joins.join(", "),
             r.joined().as_secs_f64(),
             r.ratio(),
+            r.after_last_step.as_secs_f64(),
         );
     }
     let mut ratios: Vec<f64> = rollouts.iter().map(Rollout::ratio).collect();
