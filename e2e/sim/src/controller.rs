@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachineDeployment, MachineSet};
 use kubeadm_api::meta::ContractVersionedObjectReference;
@@ -423,6 +425,11 @@ impl Controller {
     }
 
     async fn run(mut self) {
+        // A SimMachine's deletion starts the next pass at once, as an infrastructure provider's
+        // controller acts on the watch event: the VM's deletion is a power-off, not a wait for a poll.
+        let mut deletions = watcher::watcher(self.all::<SimMachine>(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
         loop {
             let pass = async {
                 self.sim_clusters().await?;
@@ -441,7 +448,22 @@ impl Controller {
             if let Err(e) = pass.await {
                 tracing::debug!(error = %e, "pass failed; next pass retries");
             }
-            tokio::time::sleep(self.options.period).await;
+            let period = tokio::time::sleep(self.options.period);
+            tokio::pin!(period);
+            loop {
+                tokio::select! {
+                    () = &mut period => break,
+                    event = deletions.next() => match event {
+                        Some(Ok(watcher::Event::Apply(sim)))
+                            if sim.meta().deletion_timestamp.is_some() => break,
+                        Some(_) => {}
+                        None => {
+                            period.as_mut().await;
+                            break;
+                        }
+                    },
+                }
+            }
         }
     }
 
