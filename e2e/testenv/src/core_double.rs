@@ -52,6 +52,13 @@ pub struct Observations {
     pub with_node: Vec<usize>,
     /// Machines that disappeared, in the order they did.
     pub deleted: Vec<String>,
+    /// Core Cluster API deletes a released Machine's infrastructure machine first, then, in later
+    /// reconciles, its bootstrap config and Node: while this is set, a released Machine's infrastructure
+    /// machine is deleted and the Machine keeps its finalizer.
+    pub keep_after_infrastructure: bool,
+    /// The Machines kept so (see [`Observations::keep_after_infrastructure`]) whose infrastructure
+    /// machine is gone.
+    pub kept: BTreeSet<String>,
 }
 
 /// The running double; stops (with its etcd members) when dropped.
@@ -137,6 +144,29 @@ impl CoreDouble {
     pub fn etcd_handle(&self) -> Arc<tokio::sync::Mutex<Option<EtcdCluster>>> {
         self.etcd.clone()
     }
+}
+
+/// Deletes the Machine's infrastructure machine (`spec.infrastructureRef`); true once it is gone.
+async fn delete_infrastructure(client: &kube::Client, machine: &DynamicObject) -> bool {
+    let reference = |field: &str| {
+        machine
+            .data
+            .pointer(&format!("/spec/infrastructureRef/{field}"))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let (Some(group), Some(kind), Some(name), Some(namespace)) = (
+        reference("apiGroup"),
+        reference("kind"),
+        reference("name"),
+        machine.namespace(),
+    ) else {
+        return false;
+    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, "v1beta2", &kind));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
+    let _ = api.delete(&name, &DeleteParams::default()).await;
+    matches!(api.get_opt(&name).await, Ok(None))
 }
 
 fn machine_resource() -> ApiResource {
@@ -281,6 +311,21 @@ impl Double {
             .any(|k| k.starts_with(PRE_TERMINATE_HOOK_PREFIX));
         if held {
             self.wait_for_pre_terminate_hooks(machine).await;
+            return;
+        }
+        let keep = self
+            .observations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keep_after_infrastructure;
+        if keep {
+            if delete_infrastructure(&self.client, machine).await {
+                self.observations
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .kept
+                    .insert(machine.name_any());
+            }
             return;
         }
         let node = format!("node-{}", machine.name_any());

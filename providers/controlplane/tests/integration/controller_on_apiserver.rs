@@ -265,6 +265,84 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
     drop(env);
 }
 
+/// Core Cluster API deletes a released Machine's infrastructure machine, then, in two more of its
+/// rate-limited reconciles, its bootstrap config and its Node. A rollout does not wait for those: once
+/// an old machine's infrastructure machine is gone (its deletion wakes the control plane), the next
+/// machine is created while the old Machine is still there, and the old ones no longer count.
+#[tokio::test]
+async fn a_rollout_goes_on_while_core_cleans_up_a_machine_whose_infrastructure_is_gone() {
+    let env = setup(3, "prod-control-plane-genc01", true).await;
+    wait_converged(&env, 3, "initial").await;
+    let old: Vec<String> = machines(&env.client)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    env.core.observe(|o| {
+        o.with_node.clear();
+        o.keep_after_infrastructure = true;
+    });
+    sim_template(&env.client, "prod-control-plane-genc02").await;
+    patch_kcp(&env.client, json!({ "machineTemplate": { "spec": { "infrastructureRef": {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "SimMachineTemplate", "name": "prod-control-plane-genc02" } } } })).await;
+    // Every old machine is replaced while every old Machine is still there, held by its finalizer.
+    wait_for(
+        "the rollout to replace all three while core keeps the old Machines",
+        || async {
+            let now = machines(&env.client).await;
+            let new = now
+                .iter()
+                .filter(|m| {
+                    !old.contains(&m.name_any())
+                        && m.status.as_ref().is_some_and(|s| s.node_ref.is_some())
+                })
+                .count();
+            let kept = env.core.observe(|o| o.kept.len());
+            new == 3 && kept == 3
+        },
+    )
+    .await;
+    let now = machines(&env.client).await;
+    for name in &old {
+        let machine = now.iter().find(|m| &m.name_any() == name);
+        assert!(
+            machine.is_some_and(|m| m.metadata.deletion_timestamp.is_some()),
+            "{name} is still there, being deleted"
+        );
+    }
+    let sims: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), NS, &sim_resource("SimMachine"));
+    for name in &old {
+        assert!(
+            sims.get_opt(name).await.unwrap().is_none(),
+            "{name}'s infrastructure machine is gone"
+        );
+    }
+    assert_eq!(
+        now.len(),
+        6,
+        "three new machines, no fourth, and no second wave of deletions"
+    );
+    wait_for(
+        "the old Machines to count in the status while they are there, as in Cluster API",
+        || async { kcp(&env.client).await.status.and_then(|s| s.replicas) == Some(6) },
+    )
+    .await;
+
+    env.core.observe(|o| o.keep_after_infrastructure = false);
+    wait_converged(&env, 3, "generation rollout").await;
+    let now: Vec<String> = machines(&env.client)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(now.iter().all(|n| !old.contains(n)), "{now:?}");
+    assert!(
+        env.core.observe(|o| o.with_node.iter().all(|n| *n >= 3)),
+        "never fewer than 3 machines with a Node"
+    );
+}
+
 #[tokio::test]
 async fn missing_endpoint_and_template_are_reported_and_leftovers_are_removed() {
     let env = setup(1, "prod-control-plane-genc01", false).await;
