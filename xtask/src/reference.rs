@@ -56,6 +56,13 @@ fn table(name: &str) -> Result<String, String> {
         "keys-on-other-objects" => other_keys(),
         "control-plane-conditions" => conditions(reference::CONTROL_PLANE_CONDITIONS),
         "wait-reasons" => reasons(("reason", "check"), reference::WAIT_REASONS),
+        "wait-ends" => reasons(
+            (
+                "reason",
+                "what ends it, and how the control plane learns of it",
+            ),
+            reference::WAIT_ENDS,
+        ),
         "machine-conditions" => conditions(reference::MACHINE_CONDITIONS),
         "config-conditions" => conditions(reference::CONFIG_CONDITIONS),
         "config-wait-reasons" => reasons(("reason", "meaning"), reference::CONFIG_WAIT_REASONS),

@@ -154,10 +154,19 @@ pub const CONTROL_PLANE_CONDITIONS: &[Condition] = &[
 /// Why a scale or rollout step waits: the preflight checks in the order they are tried.
 #[rustfmt::skip]
 pub const WAIT_REASONS: &[(&str, &str)] = &[
-    (reasons::WAITING_FOR_MACHINE_DELETION, "a machine is being deleted (one operation at a time)"),
+    (reasons::WAITING_FOR_MACHINE_DELETION, "a machine is being deleted (one operation at a time): until its etcd member is removed and its infrastructure machine gone"),
     (reasons::WAITING_FOR_MACHINE_PROVISIONING, "a machine has no Node yet"),
     (reasons::CONTROL_PLANE_COMPONENTS_NOT_HEALTHY, "a machine's control-plane components are not healthy"),
     (reasons::ETCD_CLUSTER_NOT_HEALTHY, "a machine's etcd member is not healthy, or etcd cannot take another member now (a learner catching up, a member down, too few healthy voters, …), or etcd could not be looked at"),
+];
+
+/// What ends each of [`WAIT_REASONS`], and how the control plane learns of it.
+#[rustfmt::skip]
+pub const WAIT_ENDS: &[(&str, &str)] = &[
+    (reasons::WAITING_FOR_MACHINE_DELETION, "the control plane's own removal of the member and release of its hook (looked at again at once); the infrastructure machine's deletion (the watch of that kind wakes the control plane of its Machine)"),
+    (reasons::WAITING_FOR_MACHINE_PROVISIONING, "core Cluster API setting the Machine's `status.nodeRef`, after the bootstrap data and the infrastructure machine are ready (the Machine watch)"),
+    (reasons::CONTROL_PLANE_COMPONENTS_NOT_HEALTHY, "their mirror pods turning ready (the workload cluster's pod watch)"),
+    (reasons::ETCD_CLUSTER_NOT_HEALTHY, "the etcd pod turning ready (the pod watch); the member list and member status, which no watch announces: polled while a change is in flight (every 0.5 s for 30 s after the last step, then 2 s, then 10 s), and looked at again at once after a membership change of the control plane's own"),
 ];
 
 const POD_CONDITIONS: &[&str] = &[
