@@ -42,8 +42,9 @@ async fn main() {
     let started = Instant::now();
     let mut passed: Vec<TrialReport> = Vec::new();
     let mut failed: Vec<(u64, Duration, String)> = Vec::new();
-    let mut csv =
-        String::from("seed,result,seconds,kills,partitions,membership_samples,slow_samples\n");
+    let mut csv = String::from(
+        "seed,result,seconds,kills,partitions,membership_samples,longest_blind_seconds\n",
+    );
     for seed in first_seed..first_seed + trials {
         if started.elapsed() > budget {
             println!("soak: time budget of {budget:?} spent; no further trial");
@@ -53,12 +54,12 @@ async fn main() {
         match tokio::spawn(trial(seed, Sequence::Soak)).await {
             Ok(report) => {
                 csv.push_str(&format!(
-                    "{seed},ok,{:.1},{},{},{},{}\n",
+                    "{seed},ok,{:.1},{},{},{},{:.2}\n",
                     report.wall.as_secs_f64(),
                     report.kills.len(),
                     report.partitions,
                     report.membership_samples,
-                    report.slow_samples
+                    report.longest_blind.as_secs_f64()
                 ));
                 passed.push(report);
             }
@@ -80,8 +81,10 @@ async fn main() {
         eprintln!("soak: {}: {e}", path.display());
     }
 
-    println!("\n| seed | result | wall | kills | partitions | phases (time, kills) |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "\n| seed | result | wall | kills | partitions | samples | longest blind | phases (time, kills) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for r in &passed {
         let phases: Vec<String> = r
             .phases
@@ -89,16 +92,18 @@ async fn main() {
             .map(|(name, time, kills)| format!("{name} {:.0?} ({kills})", time))
             .collect();
         println!(
-            "| {} | ok | {:.0?} | {} | {} | {} |",
+            "| {} | ok | {:.0?} | {} | {} | {} | {:.1?} | {} |",
             r.seed,
             r.wall,
             r.kills.len(),
             r.partitions,
+            r.membership_samples,
+            r.longest_blind,
             phases.join(", ")
         );
     }
     for (seed, wall, why) in &failed {
-        println!("| {seed} | FAILED | {wall:.0?} | | | {why} |");
+        println!("| {seed} | FAILED | {wall:.0?} | | | | | {why} |");
     }
     let kills: usize = passed.iter().map(|r| r.kills.len()).sum();
     let partitions: usize = passed.iter().map(|r| r.partitions).sum();

@@ -1,12 +1,15 @@
 //! Samples the workload cluster's etcd membership while a scenario runs: which members are voters or
-//! learners and how many voters answer. Members are asked one endpoint at a time, since learners refuse
-//! the member list. A look that finds no quorum within a second is taken again with five: a member
-//! starved of CPU or disk for a moment is slow, not gone.
+//! learners, how many voters answer, whether a linearizable read goes through. Every look is kept, with
+//! its time: one in which no member answered, one that found no quorum. A look that finds no quorum is
+//! taken again at once with longer timeouts; what that finds is kept beside the sample to explain it
+//! (a slow moment or a loss), never in its place. [`EtcdWatch::check`] is what every scenario asks:
+//! quorum in every sample, at most one learner, and no blind time over [`BLIND_BOUND`].
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use futures::future::{join_all, select_ok};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use sim::SimView;
@@ -15,21 +18,38 @@ use testenv::pki::{Ca, Usage};
 /// One look at the membership.
 #[derive(Clone, Debug)]
 pub struct Sample {
+    /// When the look began, from the start of the watch.
     pub at: Duration,
-    /// When the sample was complete (its member list was read before).
+    /// When the look was complete.
     pub taken: Instant,
+    /// Whether some member answered the member list. When none did, the other fields are empty and
+    /// `silent_voters` holds what each client URL said.
+    pub answered: bool,
     /// Member names (empty for a member that never started) with whether each is a learner.
     pub members: Vec<(String, bool)>,
-    /// Voters whose client URL answered a status request.
+    /// Voters whose client URL answered a status request within [`QUICK`].
     pub healthy_voters: usize,
-    /// Voters that did not answer, with what went wrong.
+    /// Voters that did not answer, with what went wrong (or, with no answer at all, each URL asked).
     pub silent_voters: Vec<(String, String)>,
-    /// A linearizable read through the member that listed the membership succeeded: raft had a quorum.
+    /// A linearizable read through a member that listed the membership went through within [`QUICK`]:
+    /// raft had a quorum.
     pub quorum_read: bool,
     /// The voter that answered saying it leads.
     pub leader: Option<String>,
-    /// The quick look found no quorum and the sample was taken again with [`PATIENT`] timeouts.
-    pub looked_again: bool,
+    /// When this look found no quorum: what a look taken at once after it with [`PATIENT`] timeouts found.
+    pub recheck: Option<Recheck>,
+}
+
+/// A second look after one without quorum: it explains the sample (quorum back within seconds: a slow
+/// moment or a short loss; still none: a loss), it does not change it.
+#[derive(Clone, Debug)]
+pub struct Recheck {
+    /// How long after the first look began the second one was complete.
+    pub after: Duration,
+    pub answered: bool,
+    pub healthy_voters: usize,
+    pub quorum_read: bool,
+    pub silent_voters: Vec<(String, String)>,
 }
 
 impl Sample {
@@ -41,28 +61,146 @@ impl Sample {
         self.members.iter().filter(|(_, learner)| *learner).count()
     }
 
-    /// A majority of the voters answers, or a linearizable read went through. The read is what quorum
-    /// means to raft; answering a status request is more: a just-promoted member takes part in raft a
-    /// moment before it serves clients (kubeadm promotes a learner once it has started and is in sync).
+    /// A member answered, and a majority of the voters answered or a linearizable read went through,
+    /// within [`QUICK`]. The read is what quorum means to raft; answering a status request is more: a
+    /// just-promoted member takes part in raft a moment before it serves clients.
     pub fn has_quorum(&self) -> bool {
-        has_quorum(&self.members, self.healthy_voters, self.quorum_read)
+        self.answered && has_quorum(self.voters(), self.healthy_voters, self.quorum_read)
+    }
+
+    /// The sample in one line, for a failure message.
+    pub fn describe(&self) -> String {
+        let what = if !self.answered {
+            "no member answered".to_owned()
+        } else if self.has_quorum() {
+            format!(
+                "quorum ({} of {} voters answered)",
+                self.healthy_voters,
+                self.voters()
+            )
+        } else {
+            format!(
+                "no quorum: {} of {} voters answered, the linearizable read did not go through",
+                self.healthy_voters,
+                self.voters()
+            )
+        };
+        let recheck = self.recheck.as_ref().map_or_else(String::new, |r| {
+            format!(
+                "; looked again: {} {:.1?} after ({} voters answered, read {})",
+                if r.answered && has_quorum(self.voters(), r.healthy_voters, r.quorum_read) {
+                    "quorum"
+                } else {
+                    "still no quorum"
+                },
+                r.after,
+                r.healthy_voters,
+                if r.quorum_read {
+                    "through"
+                } else {
+                    "not through"
+                }
+            )
+        });
+        format!(
+            "at {:.1?}: {what}; members {:?}; silent {:?}{recheck}",
+            self.at, self.members, self.silent_voters
+        )
     }
 }
 
-fn has_quorum(members: &[(String, bool)], healthy_voters: usize, quorum_read: bool) -> bool {
-    let voters = members.iter().filter(|(_, learner)| !learner).count();
+fn has_quorum(voters: usize, healthy_voters: usize, quorum_read: bool) -> bool {
     quorum_read || healthy_voters * 2 > voters
 }
 
-#[derive(Default)]
-struct Record {
-    samples: Vec<Sample>,
-    /// Longest time during which no member answered the member list.
-    longest_blind: Duration,
+/// The longest time without a sample showing quorum that a scenario accepts: more means the watch was
+/// blind (etcd or the watch starved) for longer than a quorum loss we must be able to see.
+pub const BLIND_BOUND: Duration = Duration::from_secs(5);
+
+/// The samples of a watch, summed up.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub samples: usize,
+    /// Samples in which no member answered (after the first that did).
+    pub unanswered: usize,
+    /// Samples without quorum (unanswered ones included).
+    pub without_quorum: usize,
+    /// Samples that were looked at again (each of them is without quorum).
+    pub rechecked: usize,
+    pub most_learners: usize,
+    /// The longest time between two samples showing quorum, from the first that did to the last sample.
+    pub longest_blind: Duration,
 }
 
+/// Sums up `samples`; the samples before the first one a member answered (etcd not started yet) are
+/// left out.
+pub fn summarize(samples: &[Sample]) -> Summary {
+    let Some(first) = samples.iter().position(|s| s.answered) else {
+        return Summary::default();
+    };
+    let samples = &samples[first..];
+    let mut summary = Summary {
+        samples: samples.len(),
+        ..Summary::default()
+    };
+    let mut last_quorum: Option<Instant> = None;
+    for s in samples {
+        summary.unanswered += usize::from(!s.answered);
+        summary.without_quorum += usize::from(!s.has_quorum());
+        summary.rechecked += usize::from(s.recheck.is_some());
+        summary.most_learners = summary.most_learners.max(s.learners());
+        if let Some(seen) = last_quorum {
+            summary.longest_blind = summary.longest_blind.max(s.taken - seen);
+        }
+        if s.has_quorum() || last_quorum.is_none() {
+            last_quorum = Some(s.taken);
+        }
+    }
+    summary
+}
+
+/// Whether `samples` show a safe membership: quorum in every sample, at most one learner, no blind time
+/// over [`BLIND_BOUND`]. The error names every sample that broke a rule.
+pub fn check(samples: &[Sample]) -> Result<Summary, String> {
+    let summary = summarize(samples);
+    if summary.samples == 0 {
+        return Err("etcd was never sampled with an answer".into());
+    }
+    let first = samples.iter().position(|s| s.answered).unwrap_or(0);
+    let mut broken: Vec<String> = samples[first..]
+        .iter()
+        .filter(|s| !s.has_quorum() || s.learners() > 1)
+        .map(|s| {
+            if s.learners() > 1 {
+                format!("more than one learner {}", s.describe())
+            } else {
+                s.describe()
+            }
+        })
+        .collect();
+    if summary.longest_blind > BLIND_BOUND {
+        broken.push(format!(
+            "{:.1?} without a sample showing quorum (bound {BLIND_BOUND:?})",
+            summary.longest_blind
+        ));
+    }
+    if broken.is_empty() {
+        Ok(summary)
+    } else {
+        Err(format!(
+            "{} of {} samples broke a rule:\n  {}",
+            broken.len(),
+            summary.samples,
+            broken.join("\n  ")
+        ))
+    }
+}
+
+/// Where the watch finds etcd: the client URLs of the members as the machines run them.
+type Urls = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
 pub struct EtcdWatch {
-    record: Arc<Mutex<Record>>,
+    samples: Arc<Mutex<Vec<Sample>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -73,7 +211,8 @@ impl Drop for EtcdWatch {
 }
 
 impl EtcdWatch {
-    /// Starts sampling every `period` once the control-plane provider has created `<cluster>-etcd`.
+    /// Starts sampling every `period` the members the simulator runs for `cluster`, once the
+    /// control-plane provider has created `<cluster>-etcd`.
     pub fn start(
         management: kube::Client,
         namespace: &str,
@@ -81,40 +220,97 @@ impl EtcdWatch {
         sim: SimView,
         period: Duration,
     ) -> Self {
-        let record = Arc::new(Mutex::new(Record::default()));
-        let task = tokio::spawn(sample(
-            management,
-            namespace.to_owned(),
-            cluster.to_owned(),
-            sim,
+        let (namespace, cluster) = (namespace.to_owned(), cluster.to_owned());
+        let nodes_namespace = namespace.clone();
+        let urls: Urls = Box::new(move || {
+            sim.nodes()
+                .into_iter()
+                .filter(|n| n.namespace == nodes_namespace)
+                .filter_map(|n| n.etcd_client_url)
+                .collect()
+        });
+        Self::spawn(
+            async move {
+                loop {
+                    if let Some(a) = access(&management, &namespace, &cluster).await {
+                        break a;
+                    }
+                    tokio::time::sleep(period).await;
+                }
+            },
+            urls,
             period,
-            record.clone(),
-        ));
-        Self { record, task }
+        )
     }
 
+    /// Starts sampling every `period` the members at `urls`, as a client of the etcd CA `ca` (PEM
+    /// certificate and key).
+    pub fn over(
+        ca: (&str, &str),
+        urls: impl Fn() -> Vec<String> + Send + Sync + 'static,
+        period: Duration,
+    ) -> Self {
+        let access = Access::issued(ca.0, ca.1).expect("a client certificate from the etcd CA");
+        Self::spawn(async move { access }, Box::new(urls), period)
+    }
+
+    fn spawn(
+        access: impl Future<Output = Access> + Send + 'static,
+        urls: Urls,
+        period: Duration,
+    ) -> Self {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let record = samples.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let access = access.await;
+            loop {
+                let sample = look_and_explain(&access, &urls(), started).await;
+                record
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(sample);
+                tokio::time::sleep(period).await;
+            }
+        });
+        Self { samples, task }
+    }
+
+    /// Every sample taken so far, in order.
     pub fn samples(&self) -> Vec<Sample> {
-        self.record
+        self.samples
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .samples
             .clone()
     }
 
+    /// The longest time without a sample showing quorum (see [`Summary::longest_blind`]).
     pub fn longest_blind(&self) -> Duration {
-        self.record
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .longest_blind
+        summarize(&self.samples()).longest_blind
     }
 
-    /// The latest sample, if any.
+    /// See [`check`].
+    pub fn check(&self) -> Result<Summary, String> {
+        check(&self.samples())
+    }
+
+    /// Panics, naming `what` and each sample that broke a rule, unless [`check`] holds; returns the
+    /// number of samples.
+    pub fn assert_safe(&self, what: &str) -> usize {
+        match self.check() {
+            Ok(summary) => summary.samples,
+            Err(broken) => panic!("{what}: etcd membership: {broken}"),
+        }
+    }
+
+    /// The latest sample in which a member answered, if any.
     pub fn last(&self) -> Option<Sample> {
-        self.record
+        self.samples
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .samples
-            .last()
+            .iter()
+            .rev()
+            .find(|s| s.answered)
             .cloned()
     }
 
@@ -154,18 +350,34 @@ struct Access {
 }
 
 impl Access {
-    /// A client of `url`; each call gives up after its own, shorter timeout, [`PATIENT`] at most.
-    async fn connect(&self, url: &str) -> Option<Client> {
+    fn issued(ca_pem: &str, ca_key_pem: &str) -> Option<Self> {
+        let ca = Ca::from_pem(ca_pem, ca_key_pem).ok()?;
+        let client = ca
+            .issue("e2e-etcd-observer", None, &[], Usage::Client)
+            .ok()?;
+        Some(Self {
+            ca_pem: ca_pem.to_owned(),
+            cert_pem: client.cert_pem,
+            key_pem: client.key_pem,
+        })
+    }
+
+    /// A client of `url` whose calls give up after `patience`.
+    async fn connect(&self, url: &str, patience: Duration) -> Result<Client, String> {
         let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(PATIENT)
+            .with_connect_timeout(patience)
+            .with_timeout(patience)
             .with_tls(
                 TlsOptions::new()
                     .ca_certificate(Certificate::from_pem(&self.ca_pem))
                     .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
                     .domain_name("localhost"),
             );
-        Client::connect([url], Some(options)).await.ok()
+        match tokio::time::timeout(patience, Client::connect([url], Some(options))).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(format!("{url}: {e}")),
+            Err(_) => Err(format!("{url}: no connection within {patience:?}")),
+        }
     }
 }
 
@@ -179,157 +391,295 @@ async fn access(management: &kube::Client, namespace: &str, cluster: &str) -> Op
         data.get(k)
             .map(|v| String::from_utf8_lossy(&v.0).into_owned())
     };
-    let (cert, key) = (text("tls.crt")?, text("tls.key")?);
-    let ca = Ca::from_pem(&cert, &key).ok()?;
-    let client = ca
-        .issue("e2e-etcd-observer", None, &[], Usage::Client)
-        .ok()?;
-    Some(Access {
-        ca_pem: cert,
-        cert_pem: client.cert_pem,
-        key_pem: client.key_pem,
-    })
+    Access::issued(&text("tls.crt")?, &text("tls.key")?)
 }
 
-/// How long the member list may take, through any member.
-const LIST: Duration = Duration::from_secs(2);
-/// How long a voter's status and the quorum read may take at the first look.
-const QUICK: Duration = Duration::from_secs(1);
-/// How long they may take when the first look found no quorum: a machine starved of CPU or disk for a
-/// moment answers slowly, which is not a lost quorum; a member that is gone or cut off does not answer.
+/// How long a look's calls may take: the member list, each voter's status, the quorum read. A member
+/// that does not answer within it is silent for that sample; a quorum that takes longer is not there.
+pub const QUICK: Duration = Duration::from_secs(1);
+/// How long they may take when a look found no quorum and is taken again to explain it: a machine
+/// starved of CPU for a moment answers within it, a member that is gone or cut off does not.
 pub const PATIENT: Duration = Duration::from_secs(5);
 
-/// The voters' answers to one look at a listed membership.
-struct Look {
-    members: Vec<(String, bool)>,
-    healthy_voters: usize,
-    silent_voters: Vec<(String, String)>,
-    quorum_read: bool,
-    leader: Option<String>,
+/// One look with [`QUICK`] timeouts, and when it finds no quorum a second with [`PATIENT`] ones.
+async fn look_and_explain(access: &Access, urls: &[String], started: Instant) -> Sample {
+    let began = Instant::now();
+    let mut sample = look(access, urls, QUICK).await;
+    sample.at = began - started;
+    if !sample.has_quorum() {
+        let again = look(access, urls, PATIENT).await;
+        sample.recheck = Some(Recheck {
+            after: began.elapsed(),
+            answered: again.answered,
+            healthy_voters: again.healthy_voters,
+            quorum_read: again.quorum_read,
+            silent_voters: again.silent_voters,
+        });
+    }
+    sample
 }
 
-impl Look {
-    /// Asks every voter of `list` for its status and reads linearizably through `through` (the client
-    /// that listed it), each giving up after `patience`.
-    async fn take(
-        access: &Access,
-        through: &mut Client,
-        list: &etcd_client::MemberListResponse,
-        patience: Duration,
-    ) -> Self {
-        let quorum_read = matches!(
+/// Lists the membership through whichever member answers first, then asks every voter for its status
+/// and reads linearizably, all at once, each giving up after `patience`: a member that hangs costs the
+/// look `patience`, not the others' time as well.
+async fn look(access: &Access, urls: &[String], patience: Duration) -> Sample {
+    let mut sample = Sample {
+        at: Duration::ZERO,
+        taken: Instant::now(),
+        answered: false,
+        members: Vec::new(),
+        healthy_voters: 0,
+        silent_voters: Vec::new(),
+        quorum_read: false,
+        leader: None,
+        recheck: None,
+    };
+    if urls.is_empty() {
+        sample.silent_voters = vec![(String::new(), "no member runs yet".into())];
+        sample.taken = Instant::now();
+        return sample;
+    }
+    let listing = urls.iter().map(|url| {
+        Box::pin(async move {
+            let mut client = access.connect(url, patience).await?;
+            match tokio::time::timeout(patience, client.member_list()).await {
+                Ok(Ok(list)) => Ok((client, list)),
+                Ok(Err(e)) => Err(format!("{url}: member list: {e}")),
+                Err(_) => Err(format!("{url}: member list timed out")),
+            }
+        })
+    });
+    let (mut through, list) = match select_ok(listing).await {
+        Ok(((client, list), _)) => (client, list),
+        Err(last) => {
+            sample.silent_voters = vec![(
+                String::new(),
+                format!("no member answered; the last to fail: {last}"),
+            )];
+            sample.taken = Instant::now();
+            return sample;
+        }
+    };
+    sample.answered = true;
+    let read = async {
+        matches!(
             tokio::time::timeout(patience, through.get("e2e-quorum", None)).await,
             Ok(Ok(_))
-        );
-        let mut look = Self {
-            members: Vec::new(),
-            healthy_voters: 0,
-            silent_voters: Vec::new(),
-            quorum_read,
-            leader: None,
+        )
+    };
+    let voters: Vec<_> = list.members().iter().filter(|m| !m.is_learner()).collect();
+    let statuses = join_all(voters.iter().map(|m| async move {
+        let Some(url) = m.client_urls().first() else {
+            return Err("no client URL published".to_owned());
         };
-        for m in list.members() {
-            look.members.push((m.name().to_owned(), m.is_learner()));
-            if m.is_learner() {
-                continue;
-            }
-            let Some(url) = m.client_urls().first() else {
-                look.silent_voters
-                    .push((m.name().to_owned(), "no client URL published".into()));
-                continue;
-            };
-            let answer = match access.connect(url).await {
-                Some(mut c) => tokio::time::timeout(patience, c.status())
-                    .await
-                    .map_err(|_| "status timed out".to_owned())
-                    .and_then(|r| {
-                        r.map(|s| s.header().is_some_and(|h| h.member_id() == s.leader()))
-                            .map_err(|e| e.to_string())
-                    }),
-                None => Err(format!("{url} refused the connection")),
-            };
-            match answer {
-                Ok(leads) => {
-                    look.healthy_voters += 1;
-                    if leads {
-                        look.leader = Some(m.name().to_owned());
-                    }
-                }
-                Err(why) => look.silent_voters.push((m.name().to_owned(), why)),
-            }
+        let mut client = access.connect(url, patience).await?;
+        match tokio::time::timeout(patience, client.status()).await {
+            Ok(Ok(s)) => Ok(s.header().is_some_and(|h| h.member_id() == s.leader())),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("status timed out".to_owned()),
         }
-        look
+    }));
+    let (quorum_read, statuses) = tokio::join!(read, statuses);
+    sample.quorum_read = quorum_read;
+    for (m, answer) in voters.iter().zip(statuses) {
+        match answer {
+            Ok(leads) => {
+                sample.healthy_voters += 1;
+                if leads {
+                    sample.leader = Some(m.name().to_owned());
+                }
+            }
+            Err(why) => sample.silent_voters.push((m.name().to_owned(), why)),
+        }
     }
-
-    fn has_quorum(&self) -> bool {
-        has_quorum(&self.members, self.healthy_voters, self.quorum_read)
-    }
+    sample.members = list
+        .members()
+        .iter()
+        .map(|m| (m.name().to_owned(), m.is_learner()))
+        .collect();
+    sample.members.sort();
+    sample.taken = Instant::now();
+    sample
 }
 
-async fn sample(
-    management: kube::Client,
-    namespace: String,
-    cluster: String,
-    sim: SimView,
-    period: Duration,
-    record: Arc<Mutex<Record>>,
-) {
-    let started = Instant::now();
-    let access = loop {
-        if let Some(a) = access(&management, &namespace, &cluster).await {
-            break a;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at_ms: u64, taken: Instant, answered: bool, healthy: usize) -> Sample {
+        Sample {
+            at: Duration::from_millis(at_ms),
+            taken: taken + Duration::from_millis(at_ms),
+            answered,
+            members: if answered {
+                vec![
+                    ("a".into(), false),
+                    ("b".into(), false),
+                    ("c".into(), false),
+                ]
+            } else {
+                Vec::new()
+            },
+            healthy_voters: healthy,
+            silent_voters: Vec::new(),
+            quorum_read: false,
+            leader: None,
+            recheck: None,
         }
-        tokio::time::sleep(period).await;
-    };
-    let mut last_seen: Option<Instant> = None;
-    loop {
-        let urls: Vec<String> = sim
-            .nodes()
-            .into_iter()
-            .filter(|n| n.namespace == namespace)
-            .filter_map(|n| n.etcd_client_url)
-            .collect();
-        let mut listed = None;
-        for url in &urls {
-            let Some(mut client) = access.connect(url).await else {
-                continue;
-            };
-            if let Ok(Ok(list)) = tokio::time::timeout(LIST, client.member_list()).await {
-                listed = Some((client, list));
-                break;
-            }
+    }
+
+    #[test]
+    fn samples_before_etcd_answered_are_left_out_and_later_silence_counts() {
+        let t = Instant::now();
+        let samples = vec![
+            sample(0, t, false, 0),
+            sample(250, t, true, 3),
+            sample(500, t, false, 0),
+            sample(750, t, true, 3),
+        ];
+        let summary = check(&samples).unwrap_err();
+        assert!(
+            summary.contains("at 500.0ms: no member answered"),
+            "{summary}"
+        );
+        let s = summarize(&samples);
+        assert_eq!((s.samples, s.unanswered, s.without_quorum), (3, 1, 1));
+        assert_eq!(s.longest_blind, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_sample_without_quorum_fails_even_when_the_second_look_found_one() {
+        let t = Instant::now();
+        let mut lost = sample(250, t, true, 1);
+        lost.recheck = Some(Recheck {
+            after: Duration::from_millis(1800),
+            answered: true,
+            healthy_voters: 3,
+            quorum_read: true,
+            silent_voters: Vec::new(),
+        });
+        let samples = vec![sample(0, t, true, 3), lost, sample(2300, t, true, 3)];
+        let broken = check(&samples).unwrap_err();
+        assert!(broken.contains("1 of 3 voters answered"), "{broken}");
+        assert!(
+            broken.contains("looked again: quorum 1.8s after"),
+            "{broken}"
+        );
+        assert_eq!(summarize(&samples).rechecked, 1);
+    }
+
+    #[test]
+    fn blind_time_over_the_bound_fails_and_a_majority_is_quorum() {
+        let t = Instant::now();
+        let samples = vec![sample(0, t, true, 2), sample(6000, t, true, 2)];
+        let broken = check(&samples).unwrap_err();
+        assert!(
+            broken.contains("without a sample showing quorum"),
+            "{broken}"
+        );
+        let samples = vec![sample(0, t, true, 2), sample(4000, t, true, 2)];
+        assert_eq!(
+            check(&samples).unwrap().longest_blind,
+            Duration::from_secs(4)
+        );
+    }
+
+    fn signal(pids: &[u32], which: &str) {
+        for pid in pids {
+            let status = std::process::Command::new("kill")
+                .args([which, &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill {which} {pid}");
         }
-        if let Some((mut through, list)) = listed {
-            let mut look = Look::take(&access, &mut through, &list, QUICK).await;
-            let looked_again = !look.has_quorum();
-            if looked_again {
-                look = Look::take(&access, &mut through, &list, PATIENT).await;
+    }
+
+    /// Waits until `watch` has taken `more` samples beyond `from`, each bounded by 30 s in all.
+    async fn samples_after(watch: &EtcdWatch, from: usize, more: usize) -> Vec<Sample> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let samples = watch.samples();
+            if samples.len() >= from + more {
+                return samples;
             }
-            let Look {
-                mut members,
-                healthy_voters,
-                silent_voters,
-                quorum_read,
-                leader,
-            } = look;
-            members.sort();
-            let now = Instant::now();
-            let mut r = record.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(seen) = last_seen {
-                r.longest_blind = r.longest_blind.max(now - seen);
-            }
-            last_seen = Some(now);
-            r.samples.push(Sample {
-                at: started.elapsed(),
-                taken: now,
-                members,
-                healthy_voters,
-                silent_voters,
-                quorum_read,
-                leader,
-                looked_again,
-            });
+            assert!(
+                Instant::now() < deadline,
+                "the watch took {} samples",
+                samples.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(period).await;
+    }
+
+    /// The watch against real etcd: two of three members frozen for 2 s is a sample without quorum, all
+    /// three frozen a sample in which no member answered; each is kept with its second look, and the
+    /// check fails on it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_watch_catches_a_two_second_quorum_loss_and_a_silence() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut etcd = testenv::EtcdCluster::start(
+            dir.path(),
+            testenv::EtcdOptions {
+                members: 3,
+                tls: true,
+                ..testenv::EtcdOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let tls = etcd.tls().unwrap().clone();
+        let urls = etcd.client_urls();
+        let pids: Vec<u32> = etcd.members().iter().filter_map(|m| m.pid()).collect();
+        assert_eq!(pids.len(), 3);
+        let watch = EtcdWatch::over(
+            (&tls.ca_pem, tls.ca_key_pem()),
+            move || urls.clone(),
+            Duration::from_millis(250),
+        );
+        let steady = samples_after(&watch, 0, 8).await;
+        let first = steady
+            .iter()
+            .position(|s| s.answered)
+            .expect("etcd answered");
+        check(&steady[first..]).expect("a steady cluster has quorum in every sample");
+
+        for (frozen, expect) in [(&pids[..2], "no quorum"), (&pids[..], "no member answered")] {
+            let before = watch.samples().len();
+            signal(frozen, "-STOP");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            signal(frozen, "-CONT");
+            // Until the members answer again, with quorum.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while watch.samples()[before..]
+                .last()
+                .is_none_or(|s| !s.has_quorum())
+            {
+                assert!(Instant::now() < deadline, "quorum never came back");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let samples = watch.samples();
+            let lost: Vec<&Sample> = samples[before..]
+                .iter()
+                .filter(|s| !s.has_quorum())
+                .collect();
+            assert!(
+                !lost.is_empty(),
+                "{expect}: the watch saw no sample without quorum"
+            );
+            assert!(
+                lost.iter().any(|s| s.describe().contains(expect)),
+                "{expect}: {:?}",
+                lost.iter().map(|s| s.describe()).collect::<Vec<_>>()
+            );
+            assert!(
+                lost.iter().all(|s| s.recheck.is_some()),
+                "each was looked at again"
+            );
+            let broken = check(&samples[first..]).unwrap_err();
+            assert!(broken.contains(expect), "{broken}");
+            println!("{expect}: {broken}");
+        }
+        drop(watch);
+        etcd.stop();
     }
 }

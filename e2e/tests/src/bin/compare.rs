@@ -122,6 +122,7 @@ struct Report {
     processes: Vec<(String, f64, f64)>,
     most_learners: usize,
     samples_without_quorum: usize,
+    longest_blind: Duration,
     most_members: usize,
     samples: usize,
 }
@@ -303,7 +304,9 @@ async fn run_side(side: &'static str) -> Report {
     report.samples = samples.len();
     report.most_learners = samples.iter().map(|s| s.learners()).max().unwrap_or(0);
     report.most_members = samples.iter().map(|s| s.members.len()).max().unwrap_or(0);
-    report.samples_without_quorum = samples.iter().filter(|s| !s.has_quorum()).count();
+    let summary = e2e_tests::etcd_watch::summarize(&samples);
+    report.samples_without_quorum = summary.without_quorum;
+    report.longest_blind = summary.longest_blind;
     drop(watch);
     drop(env);
     report
@@ -407,8 +410,8 @@ fn print(reports: &[Report]) {
         .iter()
         .map(|r| {
             format!(
-                "{} samples: at most {} learner(s) and {} members, {} without quorum",
-                r.samples, r.most_learners, r.most_members, r.samples_without_quorum
+                "{} samples: at most {} learner(s) and {} members, {} without quorum, longest blind {:.1?}",
+                r.samples, r.most_learners, r.most_members, r.samples_without_quorum, r.longest_blind
             )
         })
         .collect();

@@ -171,33 +171,10 @@ async fn assert_static_pods_come_from_kubeadm(env: &Env, cluster: &str) {
     }
 }
 
-/// Every sample kept a majority of voters answering and had at most one learner.
+/// Every sample had quorum and at most one learner, and the watch was never blind for long (see
+/// [`EtcdWatch::check`]); the number of samples.
 pub(crate) fn assert_membership_was_safe(watch: &EtcdWatch, what: &str) -> usize {
-    let samples = watch.samples();
-    assert!(!samples.is_empty(), "{what}: etcd was never sampled");
-    for s in &samples {
-        assert!(
-            s.has_quorum(),
-            "{what}: at {:?} only {} of {} voters answered: {:?}, silent: {:?}",
-            s.at,
-            s.healthy_voters,
-            s.voters(),
-            s.members,
-            s.silent_voters
-        );
-        assert!(
-            s.learners() <= 1,
-            "{what}: at {:?} more than one learner: {:?}",
-            s.at,
-            s.members
-        );
-    }
-    assert!(
-        watch.longest_blind() < Duration::from_secs(10),
-        "{what}: no member answered for {:?}",
-        watch.longest_blind()
-    );
-    samples.len()
+    watch.assert_safe(what)
 }
 
 async fn membership_events(env: &Env, action: &str) -> usize {
