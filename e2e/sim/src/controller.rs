@@ -108,6 +108,12 @@ impl Sim {
                 Some(Arc::new(fabric))
             }
             Err(why) => {
+                // Asked for, imitation is a choice; in CI a missing kubeadm, release or namespace is not.
+                let asked = std::env::var("SIM_KUBEADM").is_ok_and(|v| v == "imitate");
+                assert!(
+                    asked || !testenv::in_ci(),
+                    "CI=true: nodes cannot boot with real kubeadm: {why}"
+                );
                 tracing::info!(%why, "nodes imitate kubeadm on loopback addresses");
                 None
             }

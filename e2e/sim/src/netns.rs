@@ -238,7 +238,10 @@ mod tests {
     #[test]
     fn nodes_reach_the_gateway_from_their_own_address_and_leave_nothing_behind() {
         if !available() {
-            eprintln!("skipped: this machine does not let us create network namespaces");
+            testenv::missing(
+                "network namespaces",
+                "`ip netns add` failed: not root, or no iproute2",
+            );
             return;
         }
         let fabric = Fabric::create().unwrap();

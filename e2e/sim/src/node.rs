@@ -1281,6 +1281,10 @@ mod tests {
     fn a_configuration_real_kubeadm_refuses_stops_the_boot() {
         if testenv::binaries::management().unwrap().legacy {
             // kubeadm 1.20 reads no v1beta4; nothing is checked on the fallback.
+            testenv::missing(
+                "the current kubeadm",
+                "the management plane runs the fallback releases",
+            );
             return;
         }
         let valid = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n\

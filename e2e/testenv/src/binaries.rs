@@ -25,26 +25,77 @@ pub fn cache_root() -> PathBuf {
     base.join("kubeadm-providers")
 }
 
+/// Debian's etcd 3.4 (or `$ETCD`), the old end of the matrix.
 pub fn etcd() -> Result<PathBuf, Error> {
-    find("etcd", "ETCD", None)
+    fallback("etcd", "ETCD", None, &["--version"], "etcd Version: 3.4.")
 }
 
+/// Debian's etcdctl 3.4 (or `$ETCDCTL`).
 pub fn etcdctl() -> Result<PathBuf, Error> {
-    find("etcdctl", "ETCDCTL", None)
+    fallback(
+        "etcdctl",
+        "ETCDCTL",
+        None,
+        &["version"],
+        "etcdctl version: 3.4.",
+    )
 }
 
+/// kube-apiserver 1.20 built from Debian's source package (or `$KUBE_APISERVER`).
 pub fn kube_apiserver() -> Result<PathBuf, Error> {
-    let cached = cache_root()
-        .join(format!("kubernetes-{KUBE_VERSION}-{KUBE_RECIPE}"))
-        .join("bin/kube-apiserver");
-    find("kube-apiserver", "KUBE_APISERVER", Some(&cached))
+    let cached = fallback_dir().join("bin/kube-apiserver");
+    let says = format!("Kubernetes {KUBE_VERSION}");
+    fallback(
+        "kube-apiserver",
+        "KUBE_APISERVER",
+        Some(&cached),
+        &["--version"],
+        &says,
+    )
 }
 
+/// kubeadm 1.20 built from Debian's source package (or `$KUBEADM`).
 pub fn kubeadm() -> Result<PathBuf, Error> {
-    let cached = cache_root()
-        .join(format!("kubernetes-{KUBE_VERSION}-{KUBE_RECIPE}"))
-        .join("bin/kubeadm");
-    find("kubeadm", "KUBEADM", Some(&cached))
+    let cached = fallback_dir().join("bin/kubeadm");
+    fallback(
+        "kubeadm",
+        "KUBEADM",
+        Some(&cached),
+        &["version", "-o", "short"],
+        KUBE_VERSION,
+    )
+}
+
+fn fallback_dir() -> PathBuf {
+    cache_root().join(format!("kubernetes-{KUBE_VERSION}-{KUBE_RECIPE}"))
+}
+
+/// A binary of the fallback releases, found as [`find`] finds it, that answers `args` with a line
+/// starting with `says` (unless `$env` chose it: then its answer is only named).
+fn fallback(
+    name: &str,
+    env: &'static str,
+    cached: Option<&Path>,
+    args: &[&str],
+    says_prefix: &str,
+) -> Result<PathBuf, Error> {
+    if let Some(path) = chosen(env) {
+        return Ok(path);
+    }
+    let path = find(name, env, cached)?;
+    let said = says(&path, args, says_prefix);
+    let said = said.lines().next().unwrap_or_default().to_owned();
+    if std::env::var_os(env).is_none() && !said.starts_with(says_prefix) {
+        return Err(Error::MissingBinary {
+            name: name.into(),
+            hint: format!(
+                "{} says '{said}', not '{says_prefix}…'; {INSTALL_HINT}, or set ${env}",
+                path.display()
+            ),
+        });
+    }
+    remember(env, name, &said, &path);
+    Ok(path)
 }
 
 /// `ignition-check` (`hack/tools/cmd/ignition-check`): transpiles Container Linux Configs and validates
@@ -71,16 +122,20 @@ pub fn ignition_check() -> Result<PathBuf, Error> {
 
 /// kube-apiserver of the current Kubernetes release, built by `hack/install-testenv.sh` from
 /// `hack/tools/k8s` (k8s.io/kubernetes as a Go module; its go.mod is the one place pinning the version).
-/// `$KUBE_APISERVER_CURRENT` overrides; otherwise the newest `tools-*/bin/kube-apiserver` under
+/// `$KUBE_APISERVER_CURRENT` overrides; otherwise the `tools-*/bin/kube-apiserver` of that version under
 /// [`cache_root`]. Unlike [`kube_apiserver`], never the Debian-source build nor one on PATH.
 pub fn kube_apiserver_current() -> Result<PathBuf, Error> {
-    current_tool("kube-apiserver", "KUBE_APISERVER_CURRENT", K8S_CURRENT_FROM)
+    current_tool(
+        "kube-apiserver",
+        "KUBE_APISERVER_CURRENT",
+        ToolModule::Kubernetes,
+    )
 }
 
 /// kubeadm of the current Kubernetes release, built with [`kube_apiserver_current`].
-/// `$KUBEADM_CURRENT` overrides; otherwise the newest `tools-*/bin/kubeadm` under [`cache_root`].
+/// `$KUBEADM_CURRENT` overrides; otherwise the `tools-*/bin/kubeadm` of that version under [`cache_root`].
 pub fn kubeadm_current() -> Result<PathBuf, Error> {
-    current_tool("kubeadm", "KUBEADM_CURRENT", K8S_CURRENT_FROM)
+    current_tool("kubeadm", "KUBEADM_CURRENT", ToolModule::Kubernetes)
 }
 
 /// kubeadm 1.30, the last release that deploys the Kubernetes versions our renderer writes kubeadm API
@@ -90,33 +145,33 @@ pub fn kubeadm_v1beta3() -> Result<PathBuf, Error> {
     current_tool(
         "kubeadm-v1beta3",
         "KUBEADM_V1BETA3",
-        "kubeadm-v1beta3 from hack/tools/k8s-v1beta3",
+        ToolModule::KubeadmV1beta3,
     )
 }
 
 /// etcd of the current release, built by `hack/install-testenv.sh` from `hack/tools/etcd`
 /// (go.etcd.io/etcd/server/v3 as a Go module; its go.mod is the one place pinning the version).
-/// `$ETCD_CURRENT` overrides; otherwise the newest `tools-*/bin/etcd` under [`cache_root`]. Unlike
+/// `$ETCD_CURRENT` overrides; otherwise the `tools-*/bin/etcd` of that version under [`cache_root`]. Unlike
 /// [`etcd`], never Debian's etcd on PATH.
 pub fn etcd_current() -> Result<PathBuf, Error> {
-    current_tool("etcd", "ETCD_CURRENT", ETCD_CURRENT_FROM)
+    current_tool("etcd", "ETCD_CURRENT", ToolModule::Etcd)
 }
 
 /// etcdctl of the same etcd release as [`etcd_current`]. `$ETCDCTL_CURRENT` overrides.
 pub fn etcdctl_current() -> Result<PathBuf, Error> {
-    current_tool("etcdctl", "ETCDCTL_CURRENT", ETCD_CURRENT_FROM)
+    current_tool("etcdctl", "ETCDCTL_CURRENT", ToolModule::Etcd)
 }
 
 /// etcdutl (snapshots, defragmentation of a stopped member) of the same etcd release as
 /// [`etcd_current`]. `$ETCDUTL_CURRENT` overrides.
 pub fn etcdutl_current() -> Result<PathBuf, Error> {
-    current_tool("etcdutl", "ETCDUTL_CURRENT", ETCD_CURRENT_FROM)
+    current_tool("etcdutl", "ETCDUTL_CURRENT", ToolModule::Etcd)
 }
 
 /// `sim-kubelet` (`hack/tools/k8s/cmd/sim-kubelet`): the kubelet's port-forward endpoint for simulated
 /// nodes, built with [`kube_apiserver_current`]. `$SIM_KUBELET` overrides.
 pub fn sim_kubelet() -> Result<PathBuf, Error> {
-    current_tool("sim-kubelet", "SIM_KUBELET", K8S_CURRENT_FROM)
+    current_tool("sim-kubelet", "SIM_KUBELET", ToolModule::Kubernetes)
 }
 
 /// Cluster API's core manager, built by `hack/install-testenv.sh` from `hack/tools/capi` next to clusterctl
@@ -125,7 +180,7 @@ pub fn cluster_api_manager() -> Result<PathBuf, Error> {
     current_tool(
         crate::capi::CORE_MANAGER,
         "CLUSTER_API_MANAGER",
-        "Cluster API's managers and clusterctl from hack/tools/capi",
+        ToolModule::ClusterApi,
     )
 }
 
@@ -133,11 +188,7 @@ pub fn cluster_api_manager() -> Result<PathBuf, Error> {
 /// components from the release's `config/` (see [`crate::capi::ClusterApi::core_components`]).
 /// `$KUSTOMIZE` overrides.
 pub fn kustomize() -> Result<PathBuf, Error> {
-    current_tool(
-        "kustomize",
-        "KUSTOMIZE",
-        "kustomize from hack/tools/kustomize",
-    )
+    current_tool("kustomize", "KUSTOMIZE", ToolModule::Kustomize)
 }
 
 /// The etcd releases the etcd integration tests run on: Debian's 3.4 (the old end, what kubeadm 1.20
@@ -194,17 +245,30 @@ pub struct ManagementBinaries {
 
 /// The current releases ([`kube_apiserver_current`] on [`etcd_current`]) where both are built, else
 /// the fallback ([`kube_apiserver`] 1.20 on Debian's [`etcd`]). `TESTENV_MANAGEMENT=legacy` picks the
-/// fallback on purpose, e.g. to compare.
+/// fallback on purpose, e.g. to compare. In CI (`CI=true`) the current releases must be there: a missing
+/// build is an error, never a quiet fall back to the old end of the matrix.
 pub fn management() -> Result<ManagementBinaries, Error> {
     let legacy_wanted = std::env::var("TESTENV_MANAGEMENT").is_ok_and(|v| v == "legacy");
-    if !legacy_wanted
-        && let (Ok(kube_apiserver), Ok(etcd)) = (kube_apiserver_current(), etcd_current())
-    {
-        return Ok(ManagementBinaries {
-            kube_apiserver,
-            etcd,
-            legacy: false,
-        });
+    if !legacy_wanted {
+        match (kube_apiserver_current(), etcd_current()) {
+            (Ok(kube_apiserver), Ok(etcd)) => {
+                return Ok(ManagementBinaries {
+                    kube_apiserver,
+                    etcd,
+                    legacy: false,
+                });
+            }
+            (Err(e), _) | (_, Err(e)) if crate::in_ci() => {
+                return Err(Error::MissingBinary {
+                    name: "the current releases".into(),
+                    hint: format!(
+                        "CI=true needs them, not the fallback (set TESTENV_MANAGEMENT=legacy to ask for \
+                         that): {e}"
+                    ),
+                });
+            }
+            _ => {}
+        }
     }
     Ok(ManagementBinaries {
         kube_apiserver: kube_apiserver()?,
@@ -213,30 +277,229 @@ pub fn management() -> Result<ManagementBinaries, Error> {
     })
 }
 
-const K8S_CURRENT_FROM: &str = "kube-apiserver and kubeadm from hack/tools/k8s";
-const ETCD_CURRENT_FROM: &str = "etcd, etcdctl and etcdutl from hack/tools/etcd";
+/// A Go module of `hack/tools` that `hack/install-testenv.sh` builds binaries from, with the version of
+/// the module its go.mod pins (read from the go.mod of this checkout, so a bump is seen at once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolModule {
+    /// `hack/tools/k8s`: kube-apiserver, kubeadm, sim-kubelet.
+    Kubernetes,
+    /// `hack/tools/k8s-v1beta3`: kubeadm 1.30 as `kubeadm-v1beta3`.
+    KubeadmV1beta3,
+    /// `hack/tools/etcd`: etcd, etcdctl, etcdutl.
+    Etcd,
+    /// `hack/tools/capi`: Cluster API's managers and clusterctl.
+    ClusterApi,
+    /// `hack/tools/kustomize`.
+    Kustomize,
+}
 
-/// `$env` if set (must be executable), else the newest cached `tools-*/bin/<name>`, with a hint naming
-/// `hack/install-testenv.sh` when there is none.
-fn current_tool(name: &str, env: &str, from: &str) -> Result<PathBuf, Error> {
-    if std::env::var_os(env).is_some() {
-        return find(name, env, None);
+impl ToolModule {
+    fn go_mod(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Kubernetes => (
+                "hack/tools/k8s",
+                include_str!("../../../hack/tools/k8s/go.mod"),
+            ),
+            Self::KubeadmV1beta3 => (
+                "hack/tools/k8s-v1beta3",
+                include_str!("../../../hack/tools/k8s-v1beta3/go.mod"),
+            ),
+            Self::Etcd => (
+                "hack/tools/etcd",
+                include_str!("../../../hack/tools/etcd/go.mod"),
+            ),
+            Self::ClusterApi => (
+                "hack/tools/capi",
+                include_str!("../../../hack/tools/capi/go.mod"),
+            ),
+            Self::Kustomize => (
+                "hack/tools/kustomize",
+                include_str!("../../../hack/tools/kustomize/go.mod"),
+            ),
+        }
     }
-    let root = cache_root();
-    newest_cached_tool(&root, name).ok_or_else(|| Error::MissingBinary {
-        name: name.into(),
-        hint: format!(
-            "no {}/tools-*/bin/{name}; run `hack/install-testenv.sh` (builds {from} with the machine's \
-             Go; it names any module the Go module proxy does not serve), or set ${env}",
-            root.display()
-        ),
+
+    /// The module whose version names the release.
+    fn module(self) -> &'static str {
+        match self {
+            Self::Kubernetes | Self::KubeadmV1beta3 => "k8s.io/kubernetes",
+            Self::Etcd => "go.etcd.io/etcd/server/v3",
+            Self::ClusterApi => "sigs.k8s.io/cluster-api",
+            Self::Kustomize => "sigs.k8s.io/kustomize/kustomize/v5",
+        }
+    }
+
+    /// The pinned version, as go.mod writes it (`v1.34.4`, `v3.6.16`).
+    pub fn version(self) -> String {
+        let (dir, go_mod) = self.go_mod();
+        required_version(go_mod, self.module())
+            .unwrap_or_else(|| panic!("{dir}/go.mod does not require {}", self.module()))
+    }
+}
+
+/// The version `go_mod` requires `module` at: a `require M V` line or a line `M V` of a require block.
+fn required_version(go_mod: &str, module: &str) -> Option<String> {
+    go_mod.lines().find_map(|line| {
+        let mut words = line
+            .trim()
+            .trim_start_matches("require ")
+            .split_whitespace();
+        (words.next() == Some(module))
+            .then(|| words.next())
+            .flatten()
+            .filter(|v| v.starts_with('v'))
+            .map(str::to_owned)
     })
 }
 
-/// The most recently modified executable `<root>/tools-*/bin/<name>` (unfinished `*.tmp` builds skipped).
-fn newest_cached_tool(root: &Path, name: &str) -> Option<PathBuf> {
+/// How to ask `name`, built at `version`, for its version: the binary to ask (itself, or for Cluster API's
+/// core manager, which has no version flag, the clusterctl built beside it from the same module), the
+/// arguments, and the line it must answer.
+fn version_question(
+    name: &str,
+    version: &str,
+) -> (Option<&'static str>, &'static [&'static str], String) {
+    let bare = version.trim_start_matches('v');
+    match name {
+        "kube-apiserver" => (None, &["--version"], format!("Kubernetes {version}")),
+        "kubeadm" | "kubeadm-v1beta3" => (None, &["version", "-o", "short"], version.into()),
+        "sim-kubelet" => (None, &["--version"], version.into()),
+        "etcd" => (None, &["--version"], format!("etcd Version: {bare}")),
+        "etcdctl" | "etcdutl" => (None, &["version"], format!("{name} version: {bare}")),
+        crate::capi::CORE_MANAGER => (
+            Some("clusterctl"),
+            &["version", "-o", "short"],
+            version.into(),
+        ),
+        "kustomize" => (None, &["version"], version.into()),
+        other => panic!("no version question for {other}"),
+    }
+}
+
+/// The binary that answers for `path` (see [`version_question`]).
+fn asked(path: &Path, instead: Option<&str>) -> PathBuf {
+    instead.map_or_else(|| path.to_owned(), |other| path.with_file_name(other))
+}
+
+/// What `binary` says its version is: the line of its answer (stdout and stderr together) that is the
+/// expected one, else its first line.
+fn says(binary: &Path, args: &[&str], expected: &str) -> String {
+    match std::process::Command::new(binary).args(args).output() {
+        Ok(out) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let lines: Vec<&str> = text.lines().map(str::trim).collect();
+            lines
+                .iter()
+                .find(|l| l.starts_with(expected))
+                .or(lines.first())
+                .map_or_else(String::new, |l| (*l).to_owned())
+        }
+        Err(e) => format!("could not run: {e}"),
+    }
+}
+
+/// The binaries chosen so far in this process by the variable that overrides each; each is named once,
+/// with its version, when first chosen, so a test's output says what it ran against.
+static CHOSEN: std::sync::Mutex<Vec<(&'static str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+fn remember(env: &'static str, name: &str, version: &str, path: &Path) {
+    let mut chosen = CHOSEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !chosen.iter().any(|(e, _)| *e == env) {
+        // "etcd Version: 3.4.23" names itself; "v1.34.4" does not.
+        let what = if version.starts_with(name) {
+            version.to_owned()
+        } else {
+            format!("{name} {version}")
+        };
+        eprintln!("testenv: {what} at {}", path.display());
+        chosen.push((env, path.to_owned()));
+    }
+}
+
+fn chosen(env: &str) -> Option<PathBuf> {
+    CHOSEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .find(|(e, _)| *e == env)
+        .map(|(_, p)| p.clone())
+}
+
+/// `$env` if set (must be executable; its version is named, not checked), else the cached
+/// `tools-*/bin/<name>` that says it is the version `module`'s go.mod pins (the newest such build, when
+/// earlier checkouts left several), with a hint naming `hack/install-testenv.sh` when there is none.
+fn current_tool(name: &str, env: &'static str, module: ToolModule) -> Result<PathBuf, Error> {
+    if let Some(path) = chosen(env) {
+        return Ok(path);
+    }
+    let (dir, _) = module.go_mod();
+    let version = module.version();
+    if std::env::var_os(env).is_some() {
+        let path = find(name, env, None)?;
+        let (instead, args, expected) = version_question(name, &version);
+        remember(
+            env,
+            name,
+            &says(&asked(&path, instead), args, &expected),
+            &path,
+        );
+        return Ok(path);
+    }
+    let root = cache_root();
+    match build_of_version(&root, name, &version) {
+        Ok(path) => {
+            remember(env, name, &version, &path);
+            Ok(path)
+        }
+        Err(others) => Err(Error::MissingBinary {
+            name: format!("{name} {version}"),
+            hint: format!(
+                "no {}/tools-*/bin/{name} of the version {dir}/go.mod pins{}; run `hack/install-testenv.sh` \
+                 (builds it with the machine's Go; it names any module the Go module proxy does not \
+                 serve), or set ${env}",
+                root.display(),
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", others.join(", "))
+                }
+            ),
+        }),
+    }
+}
+
+/// The newest `<root>/tools-*/bin/<name>` that says it is `version`, or what each other build said.
+fn build_of_version(root: &Path, name: &str, version: &str) -> Result<PathBuf, Vec<String>> {
+    let (instead, args, expected) = version_question(name, version);
+    let mut others = Vec::new();
+    let mut matching = Vec::new();
+    for path in cached_tools(root, name) {
+        let said = says(&asked(&path, instead), args, &expected);
+        if said == expected {
+            matching.push(path);
+        } else {
+            others.push(format!("{} says '{said}'", path.display()));
+        }
+    }
+    matching
+        .into_iter()
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+        .ok_or(others)
+}
+
+/// The executables `<root>/tools-*/bin/<name>` (unfinished `*.tmp` builds skipped).
+fn cached_tools(root: &Path, name: &str) -> Vec<PathBuf> {
     std::fs::read_dir(root)
-        .ok()?
+        .into_iter()
+        .flatten()
         .filter_map(Result::ok)
         .filter(|entry| {
             entry
@@ -246,6 +509,14 @@ fn newest_cached_tool(root: &Path, name: &str) -> Option<PathBuf> {
         })
         .map(|entry| entry.path().join("bin").join(name))
         .filter(|path| is_executable(path))
+        .collect()
+}
+
+/// The most recently modified executable `<root>/tools-*/bin/<name>`: for ignition-check, whose folder is
+/// named by a hash of its sources and which `hack/install-testenv.sh` touches on every run.
+fn newest_cached_tool(root: &Path, name: &str) -> Option<PathBuf> {
+    cached_tools(root, name)
+        .into_iter()
         .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
         .max()
         .map(|(_, path)| path)
@@ -290,4 +561,66 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn every_tool_module_pins_a_version() {
+        for module in [
+            ToolModule::Kubernetes,
+            ToolModule::KubeadmV1beta3,
+            ToolModule::Etcd,
+            ToolModule::ClusterApi,
+            ToolModule::Kustomize,
+        ] {
+            let version = module.version();
+            assert!(
+                version.starts_with('v') && version.matches('.').count() == 2,
+                "{module:?}: {version}"
+            );
+        }
+        let go_mod = "module x\nrequire k8s.io/kubernetes v1.30.14\nrequire (\n\tgo.etcd.io/etcd/server/v3 v3.6.16 // indirect\n)\n";
+        assert_eq!(
+            required_version(go_mod, "k8s.io/kubernetes").as_deref(),
+            Some("v1.30.14")
+        );
+        assert_eq!(
+            required_version(go_mod, "go.etcd.io/etcd/server/v3").as_deref(),
+            Some("v3.6.16")
+        );
+        assert_eq!(required_version(go_mod, "k8s.io/api"), None);
+    }
+
+    /// A build of another version is never taken, however new; the newest of the right version is.
+    #[test]
+    fn a_cached_build_is_chosen_by_the_version_it_says_not_by_its_age() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let build = |dir: &str, says: &str| {
+            let bin = root.path().join(dir).join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            let path = bin.join("kubeadm");
+            std::fs::write(&path, format!("#!/bin/sh\necho {says}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path
+        };
+        let right = build("tools-k8s-aaaa", "v1.34.4");
+        std::thread::sleep(Duration::from_millis(20));
+        build("tools-k8s-bbbb", "v1.35.0");
+        build("tools-k8s-cccc.tmp", "v1.34.4");
+        assert_eq!(
+            build_of_version(root.path(), "kubeadm", "v1.34.4").unwrap(),
+            right
+        );
+        let others = build_of_version(root.path(), "kubeadm", "v1.36.1").unwrap_err();
+        assert_eq!(others.len(), 2, "{others:?}");
+        assert!(
+            others.iter().any(|o| o.ends_with("says 'v1.35.0'")),
+            "{others:?}"
+        );
+    }
 }

@@ -27,6 +27,19 @@ pub use binaries::EtcdRelease;
 pub use etcd::{EtcdCluster, EtcdOptions};
 pub use management::ManagementPlane;
 
+/// Whether this runs in CI (`CI=true`, as `.ci/run` sets): there a test that needs a tool, a build or a
+/// capability of the machine fails when it is missing, where a developer's run may say so and go on.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A test needs `what`, which is missing for `why`: in CI it fails; elsewhere it says so on stderr and
+/// the caller returns (the test then proves nothing and says it).
+pub fn missing(what: &str, why: &str) {
+    assert!(!in_ci(), "CI=true: {what} is needed and missing: {why}");
+    eprintln!("skipped: {what} is missing here ({why}); in CI this fails");
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{name} not found: {hint}")]
