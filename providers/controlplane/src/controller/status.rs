@@ -89,7 +89,11 @@ impl Report {
     /// and the rollout and scale conditions.
     pub(super) fn observe(&mut self, cp: &super::scope::ControlPlane<'_>) {
         let machines = &cp.machines.machines;
-        self.health(machines, cp.desired.external_etcd);
+        let alarms = cp
+            .etcd_view()
+            .map(|view| super::etcd::alarms(&view.observation))
+            .unwrap_or_default();
+        self.health(machines, &alarms, cp.desired.external_etcd);
         self.etcd_membership(cp.etcd.as_ref().map(|e| &e.view), cp.etcd_action());
         self.counts(&cp.desired, machines, &cp.plan, cp.initialized);
     }
@@ -250,8 +254,8 @@ impl Report {
     }
 
     /// Cluster-level health: `ControlPlaneComponentsHealthy` and `EtcdClusterHealthy`, naming the machines
-    /// with problems.
-    fn health(&mut self, machines: &[ControlPlaneMachine], external_etcd: bool) {
+    /// with problems, and etcd's `alarms` (see [`super::etcd::alarms`]).
+    fn health(&mut self, machines: &[ControlPlaneMachine], alarms: &[String], external_etcd: bool) {
         fn problems(
             machines: &[ControlPlaneMachine],
             part: fn(&ControlPlaneMachine) -> &crate::machines::Health,
@@ -288,7 +292,14 @@ impl Report {
             );
             return;
         }
-        let etcd = problems(machines, |m| &m.health.etcd);
+        let mut etcd = problems(machines, |m| &m.health.etcd);
+        // An alarm stops writes and membership changes cluster-wide: one that no machine above names (its
+        // member's Machine is being deleted, or the member is gone) is reported on its own.
+        for alarm in alarms {
+            if !etcd.iter().any(|p| p.ends_with(alarm.as_str())) {
+                etcd.push(alarm.clone());
+            }
+        }
         if etcd.is_empty() {
             self.condition(types::ETCD_CLUSTER_HEALTHY, true, reasons::HEALTHY, "");
         } else {
@@ -471,6 +482,7 @@ fn versions(machines: &[ControlPlaneMachine]) -> Vec<StatusVersion> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machines::{Health, MachineHealth};
 
     #[test]
     fn the_lowest_version_is_reported() {
@@ -482,6 +494,62 @@ mod tests {
         assert_eq!(lowest_version(&machines).as_deref(), Some("v1.33.9"));
         assert_eq!(versions(&machines).len(), 3);
         assert_eq!(lowest_version(&[]), None);
+    }
+
+    #[test]
+    fn an_etcd_alarm_is_reported_whichever_machine_raised_it() {
+        let alarm = "etcd alarm NOSPACE on member 2 (node-b)";
+        let machine = |name: &str, deleting: bool, etcd: Health| ControlPlaneMachine {
+            name: name.into(),
+            node: Some(format!("node-{name}")),
+            deleting,
+            health: MachineHealth {
+                etcd,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let etcd_healthy = |machines: &[ControlPlaneMachine], alarms: &[String]| {
+            let mut report = Report {
+                status: Default::default(),
+                original: None,
+                generation: None,
+            };
+            report.health(machines, alarms, false);
+            let c = report
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == types::ETCD_CLUSTER_HEALTHY)
+                .unwrap();
+            (c.status.clone(), c.message.clone())
+        };
+        let a = machine("a", false, Health::Healthy);
+        let alarms = [alarm.to_owned()];
+        assert_eq!(
+            etcd_healthy(
+                &[
+                    a.clone(),
+                    machine("b", false, Health::Unhealthy(alarm.into()))
+                ],
+                &alarms
+            ),
+            ("False".into(), format!("b: {alarm}")),
+            "named once, on its machine"
+        );
+        // The Machine of the member that raised it is being deleted (or the member is gone): etcd still
+        // refuses writes, and its member is not removed until the alarm is cleared.
+        assert_eq!(
+            etcd_healthy(
+                &[
+                    a.clone(),
+                    machine("b", true, Health::Unhealthy(alarm.into()))
+                ],
+                &alarms
+            ),
+            ("False".into(), alarm.into())
+        );
+        assert_eq!(etcd_healthy(&[a], &[]), ("True".into(), String::new()));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use serde_json::json;
 
 pub(super) use defrag::{Maintained, maintain};
 pub(super) use membership::execute;
-pub(super) use observe::{EtcdView, Unobservable, member_health, planner_machines};
+pub(super) use observe::{EtcdView, Unobservable, alarms, member_health, planner_machines};
 
 use super::{Context, Error};
 use crate::etcd::{EtcdClientCert, EtcdClients};

@@ -10,7 +10,7 @@ use kubeadm_api::controlplane::conditions::reasons;
 
 use super::{ClusterKey, EtcdSessions};
 use crate::controller::Error;
-use crate::etcd::{EtcdClientCert, Observation, WorkloadEtcd, issue_client_cert};
+use crate::etcd::{AlarmKind, EtcdClientCert, Observation, WorkloadEtcd, issue_client_cert};
 use crate::etcd_membership::{self, EtcdMachine, Member, MemberLabel, MemberState};
 use crate::machines::{ControlPlaneMachine, Health};
 
@@ -225,7 +225,7 @@ pub(in crate::controller) fn member_states(
                         .alarms
                         .iter()
                         .filter(|(member, _)| member == id)
-                        .map(|(_, kind)| format!("{kind:?}").to_uppercase())
+                        .map(|(_, kind)| alarm_name(*kind))
                         .collect(),
                     // etcd repeats every alarm of the cluster in each member's errors; alarms are
                     // attached to their own member above.
@@ -239,6 +239,32 @@ pub(in crate::controller) fn member_states(
                 Err(e) => MemberState::Unreachable(e.to_string()),
             };
             (*id, state)
+        })
+        .collect()
+}
+
+/// An alarm as etcdctl names it, e.g. `NOSPACE`.
+fn alarm_name(kind: AlarmKind) -> String {
+    format!("{kind:?}").to_uppercase()
+}
+
+/// Every alarm raised in the cluster, worded as [`member_health`] words it on the member's machine. Each
+/// holds the whole cluster, also when no machine that stays reports it: the member's Machine is being
+/// deleted, or the member was removed (etcd keeps its alarms until they are disarmed).
+pub(in crate::controller) fn alarms(observation: &Observation) -> Vec<String> {
+    observation
+        .alarms
+        .iter()
+        .map(|(id, kind)| {
+            let member = observation.member(*id).map_or(
+                MemberLabel {
+                    id: *id,
+                    name: String::new(),
+                },
+                Member::label,
+            );
+            let alarm = alarm_name(*kind);
+            format!("etcd {}", etcd_membership::Reason::Alarm { member, alarm })
         })
         .collect()
 }
@@ -307,7 +333,7 @@ pub(in crate::controller) fn member_health(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::etcd::{AlarmKind, Status};
+    use crate::etcd::Status;
 
     #[test]
     fn the_last_leader_is_asked_first() {
@@ -371,6 +397,31 @@ mod tests {
         ));
         let down = Unobservable::from(EtcdError::NoMemberList { attempts: vec![] });
         assert_eq!(down.reason(), "EtcdNotObservable");
+    }
+
+    #[test]
+    fn alarms_are_worded_as_their_members_health_also_for_a_removed_member() {
+        let member = Member {
+            id: 2,
+            name: "node-b".into(),
+            client_urls: vec!["https://10.0.0.2:2379".into()],
+            ..Default::default()
+        };
+        let observation = Observation {
+            members: vec![member.clone()],
+            states: BTreeMap::from([(2, Ok(status(2, 2)))]),
+            // 0x9: a member removed since it raised its alarm; etcd keeps the alarm.
+            alarms: vec![(2, AlarmKind::NoSpace), (9, AlarmKind::NoSpace)],
+            leader: Some(2),
+        };
+        let health = etcd_membership::judge_member(&member, &member_states(&observation));
+        assert_eq!(
+            alarms(&observation),
+            [
+                format!("etcd {}", health.unwrap_err()),
+                "etcd alarm NOSPACE on member 9".into()
+            ]
+        );
     }
 
     #[test]
