@@ -8,20 +8,29 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart dev test e2e testenv manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
+.PHONY: help quickstart quickstart-testenv quickstart-build dev test e2e testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-quickstart: testenv ## Management plane, both managers, simulated machines and a 3 + 2 cluster; waits until it is ready (Ctrl-C stops it)
-	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p e2e-tests --bins
+quickstart: ## Management plane, both managers, simulated machines and a 3 + 2 cluster; waits until it is ready (Ctrl-C stops it). Installs only what it runs
+	hack/install-testenv.sh --packages-only quickstart
+	$(MAKE) --no-print-directory -j2 quickstart-testenv quickstart-build
 	target/debug/quickstart $(QUICKSTART_ARGS)
+
+# The two halves of `make quickstart`, run side by side once the Debian packages (protoc) are there: the
+# Go builds of what the quickstart runs, and the Rust build of our managers and the quickstart.
+quickstart-testenv:
+	hack/install-testenv.sh quickstart
+
+quickstart-build:
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p e2e-tests --bins
 
 dev: testenv build ## Start a local management plane with our CRDs, Cluster API's core manager and both managers (Ctrl-C stops it); then `target/debug/sim run --core cluster-api --kubeconfig <printed> --dir .dev/sim`
 	target/debug/testenv up --dir .dev --crds config/crd/bases --crds e2e/config/crd --cluster-api-core \
 		--manager target/debug/bootstrap-manager --manager target/debug/controlplane-manager $(DEV_ARGS)
 
-test: testenv ## Unit and integration tests (real etcd and kube-apiserver)
+test: lint testenv ## What CI runs: make lint, then unit, integration and end-to-end tests (real etcd and kube-apiserver) with cargo nextest
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
 
 e2e: testenv ## End-to-end scenarios: both managers as processes, simulated machines running real etcd + kube-apiserver
@@ -32,8 +41,11 @@ e2e: testenv ## End-to-end scenarios: both managers as processes, simulated mach
 	echo "$$(grep -cE '^ +PASS ' target/e2e.log) passed, $$(grep -cE '^ +(FAIL|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL) ' target/e2e.log) failed"; \
 	exit $$status
 
-testenv: ## Install etcd, cloud-init, protoc; build kube-apiserver once (cached in ~/.cache)
+testenv: ## Install the Debian packages, cargo-nextest, rustfmt and clippy; build kube-apiserver, kubeadm, etcd and Cluster API once (cached in ~/.cache)
 	hack/install-testenv.sh
+
+packages: ## Only the Debian packages (protoc, make, ...), rustfmt and clippy: what the Rust build and make lint need
+	hack/install-testenv.sh --packages-only
 
 manifests: ## Regenerate config/{crd/bases,webhook,certmanager,rbac,manager,default}, e2e/config/crd and the reference pages on annotations, conditions and Events from the Rust types
 	$(CARGO) run -q -p xtask -- crdgen .
@@ -85,9 +97,12 @@ image: ## Build the container image with both managers (docker.io/library/kubead
 	fi
 	$(CONTAINER_ENGINE) build -t $(IMAGE) .
 
-lint: ## rustfmt and clippy, warnings are errors
+lint: packages ## rustfmt, clippy on every target (tests, benches, binaries) and on the fuzz targets (their own workspace, built on stable); warnings are errors
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --manifest-path fuzz/Cargo.toml --locked --bins -- -D warnings
 
-fmt: ## Format the code
+fmt: ## Format the code, the fuzz targets too
 	$(CARGO) fmt --all
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml --all

@@ -161,7 +161,7 @@ fn check_cloud_config(spec: &KubeadmConfigSpec, bytes: &[u8]) {
             file.path
         );
     }
-    assert_users_named(spec, &document["users"], &text);
+    assert_users_named(spec, &document["users"], text);
 }
 
 fn check_ignition(spec: &KubeadmConfigSpec, bytes: &[u8]) {

@@ -59,16 +59,12 @@ pub struct ClusterApi {
 }
 
 impl ClusterApi {
-    /// `$CLUSTER_API_DIR`, else the newest `tools-*` folder of [`crate::binaries::cache_root`] holding
-    /// `bin/cluster-api-manager`.
+    /// The release of [`crate::binaries::cluster_api_manager`] (`$CLUSTER_API_MANAGER`, else the newest
+    /// `tools-*/bin/cluster-api-manager` of [`crate::binaries::cache_root`]), with clusterctl and Cluster
+    /// API's kubeadm managers next to it.
     pub fn find() -> Result<Self> {
-        let core = crate::binaries::cluster_api_manager()?;
-        let dir = core
-            .parent()
-            .and_then(Path::parent)
-            .expect("a binary under <dir>/bin")
-            .to_path_buf();
-        let release = Self { dir };
+        let release = Self::find_core()?;
+        let core = release.binary(CORE_MANAGER);
         for bin in [
             CLUSTERCTL,
             KUBEADM_BOOTSTRAP_MANAGER,
@@ -87,6 +83,18 @@ impl ClusterApi {
             }
         }
         Ok(release)
+    }
+
+    /// [`ClusterApi::find`] for what runs only the core manager ([`start_core`], `make quickstart`):
+    /// `hack/install-testenv.sh quickstart` builds no kubeadm managers of Cluster API.
+    pub fn find_core() -> Result<Self> {
+        let core = crate::binaries::cluster_api_manager()?;
+        let dir = core
+            .parent()
+            .and_then(Path::parent)
+            .expect("a binary under <dir>/bin")
+            .to_path_buf();
+        Ok(Self { dir })
     }
 
     pub fn binary(&self, name: &str) -> PathBuf {
@@ -270,6 +278,16 @@ pub async fn start_manager(
 ) -> Result<ManagerProcess> {
     let binary = release.binary(part.binary());
     let name = part.binary();
+    if !binary.is_file() {
+        return Err(Error::MissingBinary {
+            name: name.into(),
+            hint: format!(
+                "{} is missing (`hack/install-testenv.sh quickstart` builds only the core manager and \
+                 clusterctl); run `hack/install-testenv.sh`",
+                binary.display()
+            ),
+        });
+    }
     let log_dir = plane.dir();
     let health_port = crate::ports::free_port()?;
     let serving = WebhookServing::new(&log_dir.join(format!("{name}-{health_port}-certs")))?;

@@ -139,7 +139,7 @@ pub async fn start_peer_managers(plane: &ManagementPlane) -> Result<Vec<ManagerP
 /// arguments in `CORE_MANAGER_ARGS` (space-separated) besides its defaults: how a benchmark measures
 /// the core manager as a user may run it, e.g. `--feature-gates=ReconcilerRateLimiting=false`.
 pub async fn start_core(plane: &ManagementPlane) -> Result<ManagerProcess, String> {
-    let release = testenv::capi::ClusterApi::find().map_err(|e| e.to_string())?;
+    let release = testenv::capi::ClusterApi::find_core().map_err(|e| e.to_string())?;
     let extra = std::env::var("CORE_MANAGER_ARGS").unwrap_or_default();
     let extra: Vec<&str> = extra.split_whitespace().collect();
     testenv::capi::start_core(plane, &release, &extra)
