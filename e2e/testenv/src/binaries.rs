@@ -84,7 +84,6 @@ fn fallback(
     }
     let path = find(name, env, cached)?;
     let said = says(&path, args, says_prefix);
-    let said = said.lines().next().unwrap_or_default().to_owned();
     if std::env::var_os(env).is_none() && !said.starts_with(says_prefix) {
         return Err(Error::MissingBinary {
             name: name.into(),

@@ -59,9 +59,9 @@ pub struct ClusterApi {
 }
 
 impl ClusterApi {
-    /// The release of [`crate::binaries::cluster_api_manager`] (`$CLUSTER_API_MANAGER`, else the newest
-    /// `tools-*/bin/cluster-api-manager` of [`crate::binaries::cache_root`]), with clusterctl and Cluster
-    /// API's kubeadm managers next to it.
+    /// The release of [`crate::binaries::cluster_api_manager`] (`$CLUSTER_API_MANAGER`, else the cached
+    /// build of the version `hack/tools/capi` pins), with clusterctl and Cluster API's kubeadm managers
+    /// next to it.
     pub fn find() -> Result<Self> {
         let release = Self::find_core()?;
         let core = release.binary(CORE_MANAGER);
