@@ -289,6 +289,44 @@ impl SimView {
             .all()
     }
 
+    /// What each machine's node is doing, for a failing test to print: booting ones (for how long) with
+    /// the tail of every log their boot wrote so far, running, failed and lost ones in a line.
+    pub fn describe(&self) -> String {
+        let state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = String::new();
+        for ((ns, machine), runtime) in &state.machines {
+            let line = match runtime {
+                MachineRuntime::Booting { ip, dir, since, .. } => {
+                    let mut text = format!("booting at {ip} for {:.0?}", since.elapsed());
+                    let mut logs: Vec<_> = std::fs::read_dir(dir)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                        .collect();
+                    logs.sort();
+                    for log in logs {
+                        let tail = testenv::process::log_tail(&log, 15);
+                        text.push_str(&format!(
+                            "\n  --- {} ---\n  {}",
+                            log.display(),
+                            tail.replace('\n', "\n  ")
+                        ));
+                    }
+                    text
+                }
+                MachineRuntime::Running { node, .. } => format!("running as node {}", node.name),
+                MachineRuntime::Failed {
+                    reason, message, ..
+                } => format!("failed: {reason}: {message}"),
+                MachineRuntime::Lost { node, .. } => format!("lost (node {node})"),
+            };
+            out.push_str(&format!("machine {ns}/{machine}: {line}\n"));
+        }
+        out
+    }
+
     /// Boots that failed so far, in order: (namespace, machine, message); kept after the machine goes.
     pub fn failed_boots(&self) -> Vec<(String, String, String)> {
         self.0
@@ -333,6 +371,9 @@ enum MachineRuntime {
         ip: std::net::Ipv4Addr,
         fault: Option<Fault>,
         task: tokio::task::JoinHandle<Result<Node, BootError>>,
+        /// Where the boot's logs go, and when it started: what a test names when a boot hangs.
+        dir: std::path::PathBuf,
+        since: Instant,
     },
     Running {
         node: Box<Node>,
@@ -1258,6 +1299,7 @@ impl Controller {
             partitions: self.lock().partitions.clone(),
         };
         std::fs::create_dir_all(&request.dir).ok();
+        let dir = request.dir.clone();
         tracing::info!(machine = %name, %ip, ?fault, command = ?plan.kubeadm, "booting");
         let task = tokio::spawn(async move {
             let started = Instant::now();
@@ -1273,9 +1315,16 @@ impl Controller {
         {
             let mut state = self.lock();
             state.cluster_of.insert(key.clone(), cluster_key.clone());
-            state
-                .machines
-                .insert(key, MachineRuntime::Booting { ip, fault, task });
+            state.machines.insert(
+                key,
+                MachineRuntime::Booting {
+                    ip,
+                    fault,
+                    task,
+                    dir,
+                    since: Instant::now(),
+                },
+            );
         }
         // The VM exists now: the infrastructure machine is provisioned.
         let sim_api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
@@ -1303,7 +1352,9 @@ impl Controller {
             return;
         };
         match runtime {
-            MachineRuntime::Booting { ip, fault, task } if task.is_finished() => {
+            MachineRuntime::Booting {
+                ip, fault, task, ..
+            } if task.is_finished() => {
                 let (ip, fault) = (*ip, *fault);
                 let result = futures::FutureExt::now_or_never(task).expect("finished");
                 *runtime = match result {

@@ -733,14 +733,34 @@ pub struct EtcdAccess {
     pub client: CertPair,
 }
 
+/// How long one question to one member may take, connecting included. The gRPC client bounds the TCP
+/// connect and a request once sent, but not the TLS handshake nor the wait for a connection: a member
+/// that accepts connections and does not serve (etcd answers TLS only once it is ready; a frozen process's
+/// kernel still accepts) would hold a caller forever.
+const ETCD_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl EtcdAccess {
-    pub async fn connect(
-        &self,
-        urls: &[String],
-    ) -> Result<etcd_client::Client, etcd_client::Error> {
+    /// Asks the member at `url` one question: connects and runs `call`, within [`ETCD_CALL_TIMEOUT`]
+    /// altogether.
+    pub async fn ask<T, F, Fut>(&self, url: &str, call: F) -> Result<T, String>
+    where
+        F: FnOnce(etcd_client::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let asked = async {
+            let client = self.connect(url).await.map_err(|e| e.to_string())?;
+            call(client).await.map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(ETCD_CALL_TIMEOUT, asked).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("{url} did not answer within {ETCD_CALL_TIMEOUT:?}")),
+        }
+    }
+
+    async fn connect(&self, url: &str) -> Result<etcd_client::Client, etcd_client::Error> {
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
-            .with_timeout(Duration::from_secs(5))
+            .with_timeout(ETCD_CALL_TIMEOUT)
             .with_tls(
                 TlsOptions::new()
                     .ca_certificate(Certificate::from_pem(&self.ca_pem))
@@ -750,7 +770,7 @@ impl EtcdAccess {
                     ))
                     .domain_name("localhost"),
             );
-        etcd_client::Client::connect(urls, Some(options)).await
+        etcd_client::Client::connect([url], Some(options)).await
     }
 }
 
@@ -800,19 +820,15 @@ async fn add_learner(
             // One endpoint at a time: learners refuse member changes, and a dead member must not stall us.
             let mut last = None;
             for url in voters {
-                let mut client = match access.connect(std::slice::from_ref(url)).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        last = Some(e.to_string());
-                        continue;
-                    }
-                };
-                match client
-                    .member_add([peer_url], Some(MemberAddOptions::new().with_is_learner()))
-                    .await
-                {
+                let added = access
+                    .ask(url, |mut c| async move {
+                        c.member_add([peer_url], Some(MemberAddOptions::new().with_is_learner()))
+                            .await
+                    })
+                    .await;
+                match added {
                     Ok(resp) => return Ok(resp),
-                    Err(e) => last = Some(e.to_string()),
+                    Err(e) => last = Some(e),
                 }
             }
             Err(last.unwrap_or_else(|| "no member to ask".into()))
@@ -863,12 +879,12 @@ pub(crate) async fn wait_etcd_ready(
         process
             .ensure_running()
             .map_err(|e| BootError::Etcd(e.to_string()))?;
-        match access.connect(&[url.to_owned()]).await {
-            Ok(mut client) => match client.status().await {
-                Ok(_) => return Ok(()),
-                Err(e) => last = e.to_string(),
-            },
-            Err(e) => last = e.to_string(),
+        match access
+            .ask(url, |mut c| async move { c.status().await })
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e,
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -884,17 +900,17 @@ async fn promote(access: &EtcdAccess, voters: &[String], id: u64) -> Result<(), 
     let mut last = String::new();
     while Instant::now() < deadline {
         for url in voters {
-            let Ok(mut client) = access.connect(std::slice::from_ref(url)).await else {
-                continue;
-            };
-            match client.member_promote(id).await {
+            match access
+                .ask(url, |mut c| async move { c.member_promote(id).await })
+                .await
+            {
                 Ok(_) => {
                     tracing::info!(id = format!("{id:x}"), "etcd learner promoted");
                     return Ok(());
                 }
                 // Someone (the control-plane provider) promoted it first.
-                Err(e) if e.to_string().contains("not a learner") => return Ok(()),
-                Err(e) => last = e.to_string(),
+                Err(e) if e.contains("not a learner") => return Ok(()),
+                Err(e) => last = e,
             }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1305,6 +1321,36 @@ mod tests {
         assert_eq!(
             BootError::KubeadmRefused(String::new()).reason(),
             "InvalidBootstrapData"
+        );
+    }
+
+    /// A member whose kernel accepts connections while etcd does not serve them (still starting, or
+    /// frozen) costs one question its bound, not the boot: the gRPC client alone waits for the TLS
+    /// handshake forever.
+    #[tokio::test]
+    async fn a_member_that_accepts_and_never_answers_is_given_up_within_the_bound() {
+        let ca = Ca::new("etcd-ca").unwrap();
+        let access = EtcdAccess {
+            ca_pem: ca.cert_pem().to_owned(),
+            client: ca.issue("client", None, &[], Usage::Client).unwrap(),
+        };
+        // Listening, never accepting: the handshake gets no answer.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}", silent.local_addr().unwrap());
+        let asked = Instant::now();
+        let answer = tokio::time::timeout(
+            ETCD_CALL_TIMEOUT * 3,
+            access.ask(&url, |mut c| async move { c.status().await }),
+        )
+        .await
+        .expect("the question ended by itself");
+        let error = answer.unwrap_err();
+        assert!(error.contains("did not answer within 5s"), "{error}");
+        assert!(error.contains(&url), "{error}");
+        assert!(
+            asked.elapsed() >= ETCD_CALL_TIMEOUT,
+            "{:?}",
+            asked.elapsed()
         );
     }
 }

@@ -418,10 +418,10 @@ async fn member_id(
     let voters = node::etcd_urls_from_pods(workload).await?;
     let mut last = String::from("no voter answered");
     for url in &voters {
-        let Ok(mut client) = access.connect(std::slice::from_ref(url)).await else {
-            continue;
-        };
-        match client.member_list().await {
+        match access
+            .ask(url, |mut c| async move { c.member_list().await })
+            .await
+        {
             Ok(list) => {
                 if let Some(m) = list
                     .members()
@@ -432,7 +432,7 @@ async fn member_id(
                 }
                 last = format!("no member with peer URL {peer_url}");
             }
-            Err(e) => last = e.to_string(),
+            Err(e) => last = e,
         }
     }
     Err(BootError::Etcd(format!(

@@ -776,7 +776,11 @@ impl Env {
                 )
             })
             .collect();
-        format!("{clusters}\n{}", logs.join("\n"))
+        format!(
+            "{clusters}\n--- simulated machines ---\n{}{}",
+            self.sim.view().describe(),
+            logs.join("\n")
+        )
     }
 }
 
