@@ -17,8 +17,13 @@
 #     those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
-# Usage: hack/install-testenv.sh [--packages-only] [all|quickstart]
+# Usage: hack/install-testenv.sh [--packages-only] [all|quickstart|nodes]
 #   all (default)    everything above: what `make test`, `make e2e`, `make dev` and the benchmarks run.
+#   nodes            all, and what real nodes run (systemd-nspawn machines booting with real cloud-init):
+#                    Debian's containerd, runc, systemd-container, CNI plugins, nftables and iptables, and
+#                    from Go modules the node components of the release in hack/tools/k8s (hack/tools/k8s-node:
+#                    kubelet, kube-controller-manager, kube-scheduler, kube-proxy and a pause program of ours)
+#                    and CoreDNS (hack/tools/coredns), at the versions kubeadm of that release deploys.
 #   quickstart       only what `make quickstart` runs: protoc, make, iproute2 and kubectl from Debian, and
 #                    from hack/tools kube-apiserver, kubeadm and sim-kubelet (k8s), etcd (etcd) and Cluster
 #                    API's core manager with its manifests, and clusterctl (capi; the manager has no version
@@ -58,6 +63,9 @@ QUICKSTART_PACKAGES=(protobuf-compiler make iproute2 ca-certificates)
 # What only the tests run: etcd 3.4, Go 1.19 and reflect2 for the kubernetes 1.20 build (dpkg-dev for
 # `apt-get source`), cloud-init's schema checks, openssl checking our certificates.
 TEST_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init dpkg-dev openssl)
+# What real nodes run besides our builds: the container runtime and its CRI plugin (containerd 1.6), runc,
+# systemd-nspawn, the bridge and host-local CNI plugins, and the packet filters kube-proxy drives.
+NODE_PACKAGES=(containerd runc systemd-container containernetworking-plugins nftables iptables)
 REFLECT2_FIX=/usr/share/gocode/src/github.com/modern-go/reflect2
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,6 +75,8 @@ CURRENT_ETCD_SRC="$TOOLS_SRC/etcd"
 KUBEADM_V1BETA3_SRC="$TOOLS_SRC/k8s-v1beta3"
 CAPI_SRC="$TOOLS_SRC/capi"
 KUSTOMIZE_SRC="$TOOLS_SRC/kustomize"
+K8S_NODE_SRC="$TOOLS_SRC/k8s-node"
+COREDNS_SRC="$TOOLS_SRC/coredns"
 # Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
 CURRENT_RECIPE="c2"
 # The oldest Go that builds hack/tools (its go.mod says `go 1.22`).
@@ -78,11 +88,14 @@ die() { printf '[install-testenv] error: %s\n' "$*" >&2; exit 1; }
 
 PACKAGES_ONLY=0
 MODE=all
+# `nodes` is `all` and the real nodes' parts.
+NODES=0
 for arg in "$@"; do
   case "$arg" in
     --packages-only) PACKAGES_ONLY=1 ;;
     all | quickstart) MODE="$arg" ;;
-    *) die "unknown argument '$arg'; usage: hack/install-testenv.sh [--packages-only] [all|quickstart]" ;;
+    nodes) MODE=all NODES=1 ;;
+    *) die "unknown argument '$arg'; usage: hack/install-testenv.sh [--packages-only] [all|quickstart|nodes]" ;;
   esac
 done
 if [ "$MODE" = quickstart ]; then
@@ -90,6 +103,7 @@ if [ "$MODE" = quickstart ]; then
 else
   APT_PACKAGES=("${QUICKSTART_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
 fi
+[ "$NODES" = 0 ] || APT_PACKAGES+=("${NODE_PACKAGES[@]}")
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -441,6 +455,7 @@ build_k8s_module() {
   # of dd6df46, under load.
   local takes="about 4 minutes on 2 cores"
   [ "$*" = kubeadm-v1beta3 ] && takes="about 3 minutes on 2 cores"
+  [ "$src" = "$K8S_NODE_SRC" ] && takes="about 4 minutes on 2 cores after hack/tools/k8s"
   prepare_current "$src" "$dir" "kubernetes $* $version" "the fallback $KUBE_VERSION in $KUBE_DIR/bin stays" "$takes" \
     || return 0
 
@@ -454,7 +469,9 @@ build_k8s_module() {
 
   for bin in "$@"; do
     case "$bin" in
-      kube-apiserver) out=$("$dir.tmp/bin/$bin" --version 2>&1) || true; want="Kubernetes $version" ;;
+      kube-apiserver | kubelet | kube-controller-manager | kube-scheduler | kube-proxy)
+        out=$("$dir.tmp/bin/$bin" --version 2>&1) || true; want="Kubernetes $version" ;;
+      pause) out=$("$dir.tmp/bin/$bin" -v 2>&1) || true; want=pause ;;
       kubeadm*) out=$("$dir.tmp/bin/$bin" version -o short 2>&1) || true; want="$version" ;;
       sim-kubelet) out=$("$dir.tmp/bin/$bin" --version 2>&1) || true; want="$version" ;;
       *) die "build_k8s_module: no version check for $bin" ;;
@@ -468,6 +485,36 @@ build_k8s_module() {
 # kube-apiserver and kubeadm of the current release (hack/tools/k8s), and sim-kubelet, the kubelet's
 # port-forward endpoint for simulated nodes (hack/tools/k8s/cmd/sim-kubelet).
 build_current_k8s() { build_k8s_module "$1" "$CURRENT_K8S_SRC" kube-apiserver kubeadm sim-kubelet; }
+
+# The node components of real nodes (hack/tools/k8s-node), of the k8s.io/kubernetes version hack/tools/k8s pins.
+build_current_k8s_node() {
+  local want have
+  want=$(required_version "$CURRENT_K8S_SRC" k8s.io/kubernetes)
+  have=$(required_version "$K8S_NODE_SRC" k8s.io/kubernetes)
+  [ "$have" = "$want" ] \
+    || die "hack/tools/k8s-node requires k8s.io/kubernetes $have, hack/tools/k8s $want: a node runs the kubelet of the release its kubeadm and API server are; bump them together"
+  build_k8s_module "$1" "$K8S_NODE_SRC" "${@:2}"
+}
+
+# CoreDNS (hack/tools/coredns) at the version kubeadm of the release in hack/tools/k8s-node deploys.
+build_current_coredns() {
+  local dir="$1" src="$COREDNS_SRC" version out kubeadm_wants
+  version=$(required_version "$src" github.com/coredns/coredns)
+  [[ "$version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "$src/go.mod: no github.com/coredns/coredns v1.N.P requirement (found '$version')"
+  use_machine_go "$(go_min_minor "$src")" hack/tools/coredns
+  # kubeadm's constants.CoreDNSVersion of the release the nodes run, read from the module it is built from.
+  kubeadm_wants=$(module_go "$K8S_NODE_SRC" list -m -f '{{.Dir}}' k8s.io/kubernetes 2>/dev/null \
+    | xargs -I{} sed -nE 's/^\s*CoreDNSVersion = "(v[0-9.]+)"$/\1/p' {}/cmd/kubeadm/app/constants/constants.go) || true
+  [ -z "$kubeadm_wants" ] || [ "$kubeadm_wants" = "$version" ] \
+    || die "hack/tools/coredns pins CoreDNS $version, but kubeadm of hack/tools/k8s-node deploys $kubeadm_wants: pin that one"
+  prepare_current "$src" "$dir" "CoreDNS $version" \
+    "the real-node tests fail, naming the missing binary" "about 3 minutes on 2 cores" || return 0
+  go_build "$src" "$dir.tmp" coredns "-s -w"
+  out=$("$dir.tmp/bin/coredns" -version 2>&1 | head -1) || true
+  [ "$out" = "CoreDNS-${version#v}" ] || { rm -rf "$dir.tmp"; die "the built coredns -version says '$out', not 'CoreDNS-${version#v}'"; }
+  finish_current "$dir"
+  say "CoreDNS $version cached in $dir/bin"
+}
 
 # kubeadm 1.30 for the configurations in kubeadm API v1beta3 (hack/tools/k8s-v1beta3).
 build_current_kubeadm_v1beta3() { build_k8s_module "$1" "$KUBEADM_V1BETA3_SRC" kubeadm-v1beta3; }
@@ -734,6 +781,7 @@ if ! command -v kubectl >/dev/null; then
 fi
 tools=(protoc make ip kubectl)
 [ "$MODE" = all ] && tools+=(etcd etcdctl cloud-init openssl)
+[ "$NODES" = 1 ] && tools+=(containerd ctr runc systemd-nspawn nft iptables)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || die "$tool not on PATH after installing packages"
 done
@@ -784,6 +832,10 @@ if [ "${SKIP_CURRENT:-0}" != 1 ]; then
   [ "$MODE" = all ] && ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
   ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
   [ "$MODE" = all ] && ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
+  if [ "$NODES" = 1 ]; then
+    ensure_current "$K8S_NODE_SRC" k8s_node kubelet kube-controller-manager kube-scheduler kube-proxy pause
+    ensure_current "$COREDNS_SRC" coredns coredns
+  fi
 fi
 if [ "$MODE" = all ]; then
   if [ -x "$TOOLS_DIR/bin/ignition-check" ]; then

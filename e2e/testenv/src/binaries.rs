@@ -190,6 +190,22 @@ pub fn kustomize() -> Result<PathBuf, Error> {
     current_tool("kustomize", "KUSTOMIZE", ToolModule::Kustomize)
 }
 
+/// A component of real nodes built by `hack/install-testenv.sh nodes` from `hack/tools/k8s-node` (`kubelet`,
+/// `kube-controller-manager`, `kube-scheduler`, `kube-proxy`, `pause`) or `hack/tools/coredns` (`coredns`),
+/// of the version its go.mod pins. `$NODE_<NAME>` (upper case, `-` as `_`) overrides.
+pub fn node_component(name: &'static str) -> Result<PathBuf, Error> {
+    let (env, module) = match name {
+        "kubelet" => ("NODE_KUBELET", ToolModule::KubernetesNode),
+        "kube-controller-manager" => ("NODE_KUBE_CONTROLLER_MANAGER", ToolModule::KubernetesNode),
+        "kube-scheduler" => ("NODE_KUBE_SCHEDULER", ToolModule::KubernetesNode),
+        "kube-proxy" => ("NODE_KUBE_PROXY", ToolModule::KubernetesNode),
+        "pause" => ("NODE_PAUSE", ToolModule::KubernetesNode),
+        "coredns" => ("NODE_COREDNS", ToolModule::Coredns),
+        other => panic!("{other} is not a node component"),
+    };
+    current_tool(name, env, module)
+}
+
 /// The etcd releases the etcd integration tests run on: Debian's 3.4 (the old end, what kubeadm 1.20
 /// deployed) and the current release built from `hack/tools/etcd` (what kubeadm 1.34 deploys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,6 +306,11 @@ pub enum ToolModule {
     ClusterApi,
     /// `hack/tools/kustomize`.
     Kustomize,
+    /// `hack/tools/k8s-node`: kubelet, kube-controller-manager, kube-scheduler, kube-proxy and pause, of
+    /// the Kubernetes release [`ToolModule::Kubernetes`] pins.
+    KubernetesNode,
+    /// `hack/tools/coredns`: CoreDNS, at the version kubeadm of that release deploys.
+    Coredns,
 }
 
 impl ToolModule {
@@ -315,13 +336,22 @@ impl ToolModule {
                 "hack/tools/kustomize",
                 include_str!("../../../hack/tools/kustomize/go.mod"),
             ),
+            Self::KubernetesNode => (
+                "hack/tools/k8s-node",
+                include_str!("../../../hack/tools/k8s-node/go.mod"),
+            ),
+            Self::Coredns => (
+                "hack/tools/coredns",
+                include_str!("../../../hack/tools/coredns/go.mod"),
+            ),
         }
     }
 
     /// The module whose version names the release.
     fn module(self) -> &'static str {
         match self {
-            Self::Kubernetes | Self::KubeadmV1beta3 => "k8s.io/kubernetes",
+            Self::Kubernetes | Self::KubeadmV1beta3 | Self::KubernetesNode => "k8s.io/kubernetes",
+            Self::Coredns => "github.com/coredns/coredns",
             Self::Etcd => "go.etcd.io/etcd/server/v3",
             Self::ClusterApi => "sigs.k8s.io/cluster-api",
             Self::Kustomize => "sigs.k8s.io/kustomize/kustomize/v5",
@@ -360,7 +390,13 @@ fn version_question(
 ) -> (Option<&'static str>, &'static [&'static str], String) {
     let bare = version.trim_start_matches('v');
     match name {
-        "kube-apiserver" => (None, &["--version"], format!("Kubernetes {version}")),
+        "kube-apiserver"
+        | "kubelet"
+        | "kube-controller-manager"
+        | "kube-scheduler"
+        | "kube-proxy" => (None, &["--version"], format!("Kubernetes {version}")),
+        "pause" => (None, &["-v"], "pause".into()),
+        "coredns" => (None, &["-version"], format!("CoreDNS-{bare}")),
         "kubeadm" | "kubeadm-v1beta3" => (None, &["version", "-o", "short"], version.into()),
         "sim-kubelet" => (None, &["--version"], version.into()),
         "etcd" => (None, &["--version"], format!("etcd Version: {bare}")),
@@ -459,7 +495,7 @@ fn current_tool(name: &str, env: &'static str, module: ToolModule) -> Result<Pat
         Err(others) => Err(Error::MissingBinary {
             name: format!("{name} {version}"),
             hint: format!(
-                "no {}/tools-*/bin/{name} of the version {dir}/go.mod pins{}; run `hack/install-testenv.sh` \
+                "no {}/tools-*/bin/{name} of the version {dir}/go.mod pins{}; run `hack/install-testenv.sh{}` \
                  (builds it with the machine's Go; it names any module the Go module proxy does not \
                  serve), or set ${env}",
                 root.display(),
@@ -467,6 +503,11 @@ fn current_tool(name: &str, env: &'static str, module: ToolModule) -> Result<Pat
                     String::new()
                 } else {
                     format!(" ({})", others.join(", "))
+                },
+                if matches!(module, ToolModule::KubernetesNode | ToolModule::Coredns) {
+                    " nodes"
+                } else {
+                    ""
                 }
             ),
         }),
