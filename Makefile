@@ -8,7 +8,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart quickstart-testenv quickstart-build dev test e2e testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
+.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -32,6 +32,10 @@ dev: testenv build ## Start a local management plane with our CRDs, Cluster API'
 
 test: lint testenv ## What CI runs: make lint, then unit, integration and end-to-end tests (real etcd and kube-apiserver) with cargo nextest
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
+
+test-nodes: ## What real nodes run, which `make test` does not build yet: containerd importing the node images (kubeadm's list, built from Go modules) and running each under runc (hack/install-testenv.sh nodes first; about 7 minutes of builds when cold)
+	hack/install-testenv.sh nodes
+	$(CARGO) nextest run -p testenv --profile $(NEXTEST_PROFILE) --run-ignored only
 
 e2e: testenv ## End-to-end scenarios: both managers as processes, simulated machines running real etcd + kube-apiserver
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane

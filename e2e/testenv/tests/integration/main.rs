@@ -4,4 +4,5 @@
 //! minutes and gigabytes on a small machine.
 
 mod cluster_api;
+mod node_images;
 mod real_processes;
