@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real parts the tests run against:
-#   - Debian packages: etcd 3.4 (server + etcdctl), Go (to build the apiserver), cloud-init (schema checks),
-#     protoc (the etcd-client crate compiles etcd's protobufs), make;
+#   - Debian packages: etcd 3.4 (server + etcdctl), Go (to build the apiserver), cloud-init (schema checks,
+#     and real cloud-init in nodes booted with systemd-nspawn, from systemd-container), protoc (the
+#     etcd-client crate compiles etcd's protobufs), make;
 #   - the cargo tools `make test` runs: cargo-nextest (`cargo install --locked` when missing), rustfmt and
 #     clippy (rustup components);
 #   - kube-apiserver and kubeadm v1.20.2, built from Debian bookworm's `kubernetes` source package, because no
@@ -20,7 +21,7 @@
 # Usage: hack/install-testenv.sh [--packages-only] [all|quickstart|nodes]
 #   all (default)    everything above: what `make test`, `make e2e`, `make dev` and the benchmarks run.
 #   nodes            all, and what real nodes run (systemd-nspawn machines booting with real cloud-init):
-#                    Debian's containerd, runc, systemd-container, CNI plugins, nftables and iptables, and
+#                    Debian's containerd, runc, CNI plugins, nftables and iptables, and
 #                    from Go modules the node components of the release in hack/tools/k8s (hack/tools/k8s-node:
 #                    kubelet, kube-controller-manager, kube-scheduler, kube-proxy and a pause program of ours)
 #                    and CoreDNS (hack/tools/coredns), at the versions kubeadm of that release deploys.
@@ -61,11 +62,12 @@ KUBE_DIR="$CACHE_ROOT/kubernetes-$KUBE_VERSION-$RECIPE"
 # lack it), iproute2 for the simulated machines' network namespaces, certificates for the Go module proxy.
 QUICKSTART_PACKAGES=(protobuf-compiler make iproute2 ca-certificates)
 # What only the tests run: etcd 3.4, Go 1.19 and reflect2 for the kubernetes 1.20 build (dpkg-dev for
-# `apt-get source`), cloud-init's schema checks, openssl checking our certificates.
-TEST_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init dpkg-dev openssl)
-# What real nodes run besides our builds: the container runtime and its CRI plugin (containerd 1.6), runc,
-# systemd-nspawn, the bridge and host-local CNI plugins, and the packet filters kube-proxy drives.
-NODE_PACKAGES=(containerd runc systemd-container containernetworking-plugins nftables iptables)
+# `apt-get source`), cloud-init (its schema checks, and real cloud-init in systemd-nspawn nodes), openssl
+# checking our certificates.
+TEST_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init systemd-container dpkg-dev openssl)
+# What real nodes run besides our builds and systemd-nspawn: the container runtime and its CRI plugin
+# (containerd 1.6), runc, the bridge and host-local CNI plugins, and the packet filters kube-proxy drives.
+NODE_PACKAGES=(containerd runc containernetworking-plugins nftables iptables)
 REFLECT2_FIX=/usr/share/gocode/src/github.com/modern-go/reflect2
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -780,8 +782,8 @@ if ! command -v kubectl >/dev/null; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q kubernetes-client
 fi
 tools=(protoc make ip kubectl)
-[ "$MODE" = all ] && tools+=(etcd etcdctl cloud-init openssl)
-[ "$NODES" = 1 ] && tools+=(containerd ctr runc systemd-nspawn nft iptables)
+[ "$MODE" = all ] && tools+=(etcd etcdctl cloud-init systemd-nspawn openssl)
+[ "$NODES" = 1 ] && tools+=(containerd ctr runc nft iptables)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || die "$tool not on PATH after installing packages"
 done

@@ -19,6 +19,7 @@ pub mod kubelet;
 pub mod netns;
 pub mod network;
 pub mod node;
+pub mod nspawn;
 pub mod real_kubeadm;
 
 pub use controller::{NodeInfo, Sim, SimOptions, SimView};

@@ -166,6 +166,11 @@ impl NodeNetns {
         self.ip
     }
 
+    /// The namespace's file, which `systemd-nspawn --network-namespace-path` and `nsenter --net` take.
+    pub fn path(&self) -> std::path::PathBuf {
+        Path::new("/run/netns").join(&self.name)
+    }
+
     /// Cuts the node off the network (`false`) or connects it again (`true`) by taking the bridge's end
     /// of its cable down or up: a network partition. Inside, every address and route stays; connections
     /// stall rather than fail, as across a broken switch.
