@@ -33,9 +33,9 @@ dev: testenv build ## Start a local management plane with our CRDs, Cluster API'
 test: lint testenv ## What CI runs: make lint, then unit, integration and end-to-end tests (real etcd and kube-apiserver) with cargo nextest
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
 
-test-nodes: ## What real nodes run, which `make test` does not build yet: containerd importing the node images (kubeadm's list, built from Go modules) and running each under runc (hack/install-testenv.sh nodes first; about 7 minutes of builds when cold)
+test-nodes: ## What real nodes run, which `make test` does not build yet: the node images (kubeadm's list, built from Go modules) in a real containerd, and our init bootstrap data running kubeadm init on a systemd-nspawn node with a real kubelet (hack/install-testenv.sh nodes first; about 7 minutes of builds when cold)
 	hack/install-testenv.sh nodes
-	$(CARGO) nextest run -p testenv --profile $(NEXTEST_PROFILE) --run-ignored only
+	$(CARGO) nextest run -p testenv -p sim --profile $(NEXTEST_PROFILE) --run-ignored only
 
 e2e: testenv ## End-to-end scenarios: both managers as processes, simulated machines running real etcd + kube-apiserver
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane

@@ -166,6 +166,12 @@ impl NodeNetns {
         self.ip
     }
 
+    /// The bridge's address on the node's subnet: its default route.
+    pub fn gateway(&self) -> Ipv4Addr {
+        let [a, b, c, _] = self.ip.octets();
+        Ipv4Addr::new(a, b, c, 1)
+    }
+
     /// The namespace's file, which `systemd-nspawn --network-namespace-path` and `nsenter --net` take.
     pub fn path(&self) -> std::path::PathBuf {
         Path::new("/run/netns").join(&self.name)

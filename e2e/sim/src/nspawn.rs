@@ -43,6 +43,42 @@ pub enum NodeError {
     },
 }
 
+/// What a Kubernetes node has installed besides its OS, as a node image would: kubeadm and the kubelet on
+/// its PATH, the kubelet as a systemd service with kubeadm's drop-in, containerd configured for the
+/// kubelet (cgroupfs driver, the pause image kubeadm names, Debian's CNI plugins) and the container images
+/// of the release imported into containerd before the kubelet starts. No registry is reached: every image
+/// kubeadm lists is there.
+#[derive(Clone, Debug)]
+pub struct NodeComponents {
+    pub kubeadm: PathBuf,
+    pub kubelet: PathBuf,
+    /// OCI image layout tarballs ([`testenv::images`]).
+    pub images: Vec<PathBuf>,
+    /// The pause image's reference, as kubeadm names it: containerd's sandbox image.
+    pub sandbox_image: String,
+}
+
+impl NodeComponents {
+    /// The release testenv builds (`hack/install-testenv.sh nodes`).
+    pub fn current() -> Result<Self, testenv::Error> {
+        let images = testenv::images::node_images()?;
+        let sandbox_image = images
+            .iter()
+            .find(|i| i.component() == "pause")
+            .map(|i| i.reference.clone())
+            .ok_or_else(|| testenv::Error::MissingBinary {
+                name: "the pause image".into(),
+                hint: "kubeadm config images list names none".into(),
+            })?;
+        Ok(Self {
+            kubeadm: testenv::binaries::kubeadm_current()?,
+            kubelet: testenv::binaries::node_component("kubelet")?,
+            images: testenv::images::tarballs(&images)?,
+            sandbox_image,
+        })
+    }
+}
+
 /// What a node boots with.
 pub struct NodeSpec<'a> {
     /// Its hostname (cloud-init's `local-hostname`) and the container's name.
@@ -54,6 +90,8 @@ pub struct NodeSpec<'a> {
     pub netns: &'a NodeNetns,
     /// The user-data, as the bootstrap data Secret's `value` holds it.
     pub user_data: &'a str,
+    /// Set for a Kubernetes node; `None` boots the OS and cloud-init only.
+    pub kubernetes: Option<&'a NodeComponents>,
 }
 
 /// Where a node's bootstrap stands, as a cloud console shows it.
@@ -74,6 +112,9 @@ pub struct NspawnNode {
     dir: PathBuf,
     root: PathBuf,
     nspawn: Option<Process>,
+    cgroups: Option<NodeCgroups>,
+    /// Whether it counts among the running nodes (see [`MACHINE_SYSCTLS`]).
+    counted: bool,
 }
 
 impl NspawnNode {
@@ -106,9 +147,28 @@ impl NspawnNode {
             dir: spec.dir.to_owned(),
             root,
             nspawn: None,
+            cgroups: None,
+            counted: false,
         };
         node.prepare_root(spec)
             .map_err(|e| failed("prepare its root", e.to_string()))?;
+        if let Some(components) = spec.kubernetes {
+            node.install_kubernetes(components).map_err(|e| {
+                failed(
+                    "install kubeadm, the kubelet and containerd's setup",
+                    e.to_string(),
+                )
+            })?;
+        }
+        // Forwarding is the node's own (per network namespace), as on a VM; bridged traffic already goes
+        // through the packet filter in every namespace here.
+        run(spec
+            .netns
+            .command(Path::new("sysctl"))
+            .args(["-q", "-w", "net.ipv4.ip_forward=1"]))
+        .map_err(|e| failed("enable forwarding in its network namespace", e))?;
+        let cgroups = NodeCgroups::create(spec.name)
+            .map_err(|e| failed("create its cgroups", e.to_string()))?;
         let mut command = Command::new(nspawn);
         command
             .env("SYSTEMD_NSPAWN_API_VFS_WRITABLE", "1")
@@ -127,7 +187,35 @@ impl NspawnNode {
                 "--bind=/dev/kmsg",
                 "--system-call-filter=@keyring bpf",
                 "--console=passive",
+                // The node's own, written into its root: not this machine's resolver.
+                "--resolv-conf=off",
             ]);
+        if let Some(components) = spec.kubernetes {
+            let containerd = spec.dir.join("containerd");
+            std::fs::create_dir_all(&containerd)
+                .map_err(|e| failed("create containerd's store", e.to_string()))?;
+            // overlayfs cannot hold containerd's overlay snapshots: a plain folder of this machine.
+            command.arg(format!(
+                "--bind={}:/var/lib/containerd",
+                containerd.display()
+            ));
+            command.arg(format!(
+                "--bind-ro={}:/usr/bin/kubeadm",
+                components.kubeadm.display()
+            ));
+            command.arg(format!(
+                "--bind-ro={}:/usr/bin/kubelet",
+                components.kubelet.display()
+            ));
+            for image in &components.images {
+                let name = image.file_name().unwrap_or_default().to_string_lossy();
+                command.arg(format!("--bind-ro={}:{IMAGES}/{name}", image.display()));
+            }
+        }
+        cgroups.enter_on_exec(&mut command);
+        node.cgroups = Some(cgroups);
+        node_started();
+        node.counted = true;
         let log = spec.dir.join("console.log");
         node.nspawn = Some(
             Process::spawn(&format!("node {}", spec.name), command, &log)
@@ -174,6 +262,59 @@ impl NspawnNode {
         std::fs::write(
             at("/etc/cloud/cloud.cfg.d/99-node-datasource.cfg"),
             "# The machine's user-data and meta-data are its NoCloud seed.\ndatasource_list: [ NoCloud ]\n",
+        )?;
+        // No resolver is reachable; the gateway answers nothing on port 53, so lookups fail at once
+        // (CoreDNS forwards to what the node uses, and must not find itself there).
+        let resolv = at("/etc/resolv.conf");
+        if resolv.is_symlink() || resolv.exists() {
+            std::fs::remove_file(&resolv)?;
+        }
+        let gateway = spec.netns.gateway();
+        std::fs::write(resolv, format!("nameserver {gateway}\n"))?;
+        // systemd-sysctl would write this machine's kernel-wide settings (kernel.*, fs.*) from the
+        // node's sysctl.d: a node's settings are its network namespace's, set before it boots.
+        symlink(
+            "/dev/null",
+            &at("/etc/systemd/system/systemd-sysctl.service"),
+        )
+    }
+
+    /// A node image's Kubernetes parts: the kubelet unit with kubeadm's drop-in (what the kubelet and
+    /// kubeadm packages install), containerd's CRI configuration, the image import before the kubelet,
+    /// and cgroups the node may write.
+    fn install_kubernetes(&self, components: &NodeComponents) -> std::io::Result<()> {
+        let at = |path: &str| self.root.join(path.trim_start_matches('/'));
+        let units = at("/etc/systemd/system");
+        std::fs::create_dir_all(units.join("kubelet.service.d"))?;
+        std::fs::create_dir_all(units.join("multi-user.target.wants"))?;
+        for (name, text) in [
+            ("kubelet.service", KUBELET_UNIT.to_owned()),
+            (
+                "kubelet.service.d/10-kubeadm.conf",
+                KUBELET_DROP_IN.to_owned(),
+            ),
+            (
+                "node-images.service",
+                NODE_IMAGES_UNIT.replace("{IMAGES}", IMAGES),
+            ),
+            ("cgroups-writable.service", CGROUPS_WRITABLE_UNIT.to_owned()),
+        ] {
+            std::fs::write(units.join(name), text)?;
+        }
+        for unit in [
+            "kubelet.service",
+            "node-images.service",
+            "cgroups-writable.service",
+        ] {
+            symlink(
+                &format!("/etc/systemd/system/{unit}"),
+                &units.join("multi-user.target.wants").join(unit),
+            )?;
+        }
+        std::fs::create_dir_all(at("/etc/containerd"))?;
+        std::fs::write(
+            at("/etc/containerd/config.toml"),
+            CONTAINERD_CONFIG.replace("{SANDBOX}", &components.sandbox_image),
         )
     }
 
@@ -299,6 +440,12 @@ impl NspawnNode {
             }
             nspawn.kill();
         }
+        if let Some(cgroups) = self.cgroups.take() {
+            cgroups.remove(&self.name);
+        }
+        if std::mem::take(&mut self.counted) {
+            node_stopped();
+        }
         if mounted(&self.root)
             && let Err(e) = run(Command::new("umount").arg(&self.root))
         {
@@ -317,6 +464,250 @@ impl Drop for NspawnNode {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Where a node finds its image tarballs.
+const IMAGES: &str = "/opt/node-images";
+
+/// The kubelet's unit, as the kubelet package installs it: restarted until kubeadm has configured it.
+const KUBELET_UNIT: &str = "[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Wants=network-online.target containerd.service node-images.service
+After=network-online.target containerd.service node-images.service
+
+StartLimitIntervalSec=0
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+";
+
+/// kubeadm's drop-in, as the kubeadm package installs it: the flags kubeadm writes.
+const KUBELET_DROP_IN: &str = "[Service]
+Environment=\"KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf\"
+Environment=\"KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml\"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+";
+
+/// The release's images into containerd's k8s.io namespace (the kubelet's), before the kubelet starts.
+const NODE_IMAGES_UNIT: &str = "[Unit]
+Description=Import the node's container images
+After=containerd.service
+Requires=containerd.service
+Before=kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for image in {IMAGES}/*.tar; do ctr --namespace k8s.io images import \"$image\" || exit 1; done'
+
+[Install]
+WantedBy=multi-user.target
+";
+
+/// systemd-nspawn mounts the cgroup v1 controllers read-only (bind mounts: a plain remount is refused as
+/// busy); containerd and the kubelet create cgroups in them (the node's own subtree: it runs in a cgroup
+/// namespace rooted there).
+const CGROUPS_WRITABLE_UNIT: &str = "[Unit]
+Description=Make the node's cgroups writable for containerd and the kubelet
+DefaultDependencies=no
+Before=containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'mount -o remount,rw /sys/fs/cgroup || exit 1; for c in /sys/fs/cgroup/*/; do mount -o remount,bind,rw \"$c\" || exit 1; done'
+
+[Install]
+WantedBy=multi-user.target
+";
+
+/// containerd's CRI setup for the kubelet: cgroupfs (containerd 1.6 cannot tell the kubelet its driver,
+/// and the node's systemd does not own the v1 hierarchies), OOM scores it may not lower (root here lacks
+/// CAP_SYS_RESOURCE), kubeadm's pause image, Debian's CNI plugins.
+const CONTAINERD_CONFIG: &str = "version = 2
+
+[plugins.\"io.containerd.grpc.v1.cri\"]
+  sandbox_image = \"{SANDBOX}\"
+  restrict_oom_score_adj = true
+  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]
+    runtime_type = \"io.containerd.runc.v2\"
+    [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]
+      SystemdCgroup = false
+  [plugins.\"io.containerd.grpc.v1.cri\".cni]
+    bin_dir = \"/usr/lib/cni\"
+    conf_dir = \"/etc/cni/net.d\"
+";
+
+/// The cgroup v1 hierarchies a node gets a subtree of: it starts in them, and its systemd, containerd
+/// and kubelet create their cgroups below (`kubepods` included), not beside those of this machine or
+/// of other nodes.
+const CGROUP_HIERARCHIES: [&str; 10] = [
+    "blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "memory", "pids", "systemd",
+    "unified",
+];
+
+/// Settings of this machine's kernel, not of a namespace, that a node's kubelet rewrites when it starts
+/// (and kube-proxy's conntrack limit): recorded when the first node of this process boots, written back
+/// when the last one stops.
+const MACHINE_SYSCTLS: [&str; 4] = [
+    "vm/overcommit_memory",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "net/netfilter/nf_conntrack_max",
+];
+
+/// Nodes running in this process, and the machine's settings from before the first.
+static RUNNING: std::sync::Mutex<(usize, Vec<(String, String)>)> =
+    std::sync::Mutex::new((0, Vec::new()));
+
+/// Where the settings from before the first node are kept while nodes run, with the PID of the process
+/// that runs them: a process killed before it could write them back leaves them there, and the next
+/// first node restores them.
+fn sysctl_record() -> PathBuf {
+    testenv::binaries::cache_root().join("machine-sysctls.json")
+}
+
+fn node_started() {
+    let mut running = RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if running.0 == 0 {
+        let left: Option<(u32, Vec<(String, String)>)> = std::fs::read_to_string(sysctl_record())
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
+        running.1 = match left {
+            Some((pid, originals)) if !testenv::process::pid_alive(pid) => {
+                tracing::warn!(
+                    pid,
+                    "a process that ran nodes died; restoring the kernel settings it recorded"
+                );
+                write_sysctls(&originals);
+                originals
+            }
+            _ => MACHINE_SYSCTLS
+                .iter()
+                .filter_map(|key| {
+                    let value = std::fs::read_to_string(Path::new("/proc/sys").join(key)).ok()?;
+                    Some(((*key).to_owned(), value.trim().to_owned()))
+                })
+                .collect(),
+        };
+        let record = serde_json::to_string(&(std::process::id(), &running.1)).expect("JSON");
+        if let Err(e) = std::fs::create_dir_all(testenv::binaries::cache_root())
+            .and_then(|()| std::fs::write(sysctl_record(), record))
+        {
+            tracing::warn!(error = %e, "could not record the kernel settings");
+        }
+    }
+    running.0 += 1;
+}
+
+fn write_sysctls(values: &[(String, String)]) {
+    for (key, value) in values {
+        let path = Path::new("/proc/sys").join(key);
+        if std::fs::read_to_string(&path).is_ok_and(|now| now.trim() != value)
+            && let Err(e) = std::fs::write(&path, value)
+        {
+            tracing::warn!(key, value, error = %e, "could not restore a kernel setting");
+        }
+    }
+}
+
+fn node_stopped() {
+    let mut running = RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    running.0 -= 1;
+    if running.0 == 0 {
+        write_sysctls(&running.1);
+        let _ = std::fs::remove_file(sysctl_record());
+    }
+}
+
+/// A node's cgroups: `node-<name>` in every v1 hierarchy.
+struct NodeCgroups {
+    dirs: Vec<PathBuf>,
+}
+
+impl NodeCgroups {
+    fn create(name: &str) -> std::io::Result<Self> {
+        let mut dirs = Vec::new();
+        for hierarchy in CGROUP_HIERARCHIES {
+            let base = Path::new("/sys/fs/cgroup").join(hierarchy);
+            if !base.is_dir() {
+                continue;
+            }
+            let dir = base.join(format!("node-{name}"));
+            if !dir.exists() {
+                std::fs::create_dir(&dir)?;
+            }
+            if hierarchy == "cpuset" {
+                // A cpuset cgroup takes no task until it has CPUs and memory nodes: its parent's.
+                for file in ["cpuset.cpus", "cpuset.mems"] {
+                    std::fs::write(dir.join(file), std::fs::read_to_string(base.join(file))?)?;
+                }
+            }
+            dirs.push(dir);
+        }
+        Ok(Self { dirs })
+    }
+
+    /// Moves the process `command` starts into the node's cgroups before it runs.
+    fn enter_on_exec(&self, command: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let procs: Vec<PathBuf> = self.dirs.iter().map(|d| d.join("cgroup.procs")).collect();
+        // SAFETY: only writes of this process's PID to files, between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                for file in &procs {
+                    std::fs::write(file, b"0")?;
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Removes the node's cgroups, the ones its systemd, containerd and kubelet made below first.
+    fn remove(self, name: &str) {
+        for dir in self.dirs {
+            if let Err(e) = remove_cgroup(&dir) {
+                tracing::warn!(node = name, dir = %dir.display(), error = %e, "cgroup left behind");
+            }
+        }
+    }
+}
+
+fn remove_cgroup(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry.file_type()?.is_dir() {
+            remove_cgroup(&entry.path())?;
+        }
+    }
+    // Empty once its processes are gone; the kernel may take a moment after the last one exits.
+    let mut last = None;
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(last.expect("tried"))
+}
+
+fn symlink(target: &str, link: &Path) -> std::io::Result<()> {
+    if link.is_symlink() || link.exists() {
+        std::fs::remove_file(link)?;
+    }
+    std::os::unix::fs::symlink(target, link)
 }
 
 /// Whether something is mounted at `path`.
@@ -393,6 +784,7 @@ mod tests {
                 dir: &dir.path().join(name),
                 netns,
                 user_data,
+                kubernetes: None,
             })
         };
         let mut good = match boot("node-good", &good_netns, &good_data) {
@@ -448,5 +840,166 @@ mod tests {
             assert!(!mounted(&root), "{} is still mounted", root.display());
         }
         drop((good_netns, bad_netns, fabric));
+    }
+
+    /// The spec a real control-plane node's test cluster uses: what real nodes here need from kubeadm and
+    /// nothing more, each with its reason. Preflight's SystemVerification fails on the cgroup v1 of this
+    /// machine (a warning since kubeadm 1.31, kept for older releases); the kubelet uses the cgroupfs
+    /// driver, as containerd 1.6 here does (kubeadm configures systemd's).
+    const REAL_NODE_SPEC: &str = "
+initConfiguration:
+  nodeRegistration:
+    ignorePreflightErrors:
+    - SystemVerification
+  patches:
+    directory: /etc/kubernetes/patches
+files:
+- path: /etc/kubernetes/patches/kubeletconfiguration0+strategic.yaml
+  content: |
+    cgroupDriver: cgroupfs
+";
+
+    /// Our init bootstrap data on a real node: real cloud-init runs it, real `kubeadm init` brings up the
+    /// control plane in containerd through the real kubelet, whose Node registers with the release's
+    /// kubelet and containerd versions; the static pods run as mirror pods; the sentinel says so. The
+    /// node leaves nothing behind: no mount, no cgroup, the kernel settings the kubelet rewrote restored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs `hack/install-testenv.sh nodes`; run by `make test-nodes`"]
+    async fn kubeadm_init_from_our_bootstrap_data_runs_a_real_control_plane() {
+        use k8s_openapi::api::core::v1::{Node, Pod};
+        use kubeadm_bootstrap::render::{ClusterFacts, MachineFacts, RenderInput, Role, render};
+
+        let components = NodeComponents::current().unwrap_or_else(|e| panic!("{e}"));
+        let version = testenv::binaries::ToolModule::KubernetesNode.version();
+        let fabric = Fabric::create().unwrap();
+        let netns = fabric.node().unwrap();
+        let endpoint = format!("{}:6443", netns.ip());
+        let certificates = kubeadm_cluster::certificates::generate(3650).unwrap();
+        let spec: kubeadm_api::bootstrap::v1beta2::KubeadmConfigSpec =
+            serde_saphyr::from_str(REAL_NODE_SPEC).unwrap();
+        let user_data = render(&RenderInput {
+            role: Role::Init,
+            spec: &spec,
+            cluster: &ClusterFacts {
+                name: "real".into(),
+                kubernetes_version: version.clone(),
+                control_plane_endpoint: Some(endpoint.clone()),
+                service_subnet: Some("198.19.0.0/20".into()),
+                pod_subnet: Some("198.19.128.0/17".into()),
+                dns_domain: None,
+            },
+            machine: &MachineFacts {
+                name: "real-control-plane-0".into(),
+                generation: None,
+            },
+            certificates: Some(&certificates),
+            join: None,
+            secrets: &Default::default(),
+        })
+        .unwrap();
+        let user_data = String::from_utf8(user_data).unwrap();
+        let before: Vec<String> = MACHINE_SYSCTLS
+            .iter()
+            .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
+            .collect();
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = NspawnNode::boot(&NodeSpec {
+            name: "real-control-plane-0",
+            instance_id: "sim://default/real-control-plane-0",
+            dir: &dir.path().join("node"),
+            netns: &netns,
+            user_data: &user_data,
+            kubernetes: Some(&components),
+        })
+        .unwrap();
+        let state = node.wait_bootstrap(Duration::from_secs(300));
+        let journal = |unit: &str| {
+            node.exec(&["journalctl", "--no-pager", "-n", "30", "-u", unit])
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            state,
+            Bootstrap::Succeeded,
+            "cloud-init output:\n{}\nkubelet:\n{}\ncontainerd:\n{}",
+            node.read("/var/log/cloud-init-output.log")
+                .unwrap_or_default(),
+            journal("kubelet"),
+            journal("containerd")
+        );
+
+        // The API server of the node, as an admin of the cluster's CA.
+        let ca = certificates.get(kubeadm_cluster::certificates::CertKind::Ca);
+        let client = crate::node::admin_client(&format!("https://{endpoint}"), &ca.cert, &ca.key)
+            .await
+            .unwrap();
+        let nodes = kube::Api::<Node>::all(client.clone())
+            .list(&Default::default())
+            .await
+            .unwrap();
+        assert_eq!(nodes.items.len(), 1);
+        let info = nodes.items[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .node_info
+            .as_ref()
+            .unwrap();
+        assert_eq!(info.kubelet_version, version);
+        assert!(
+            info.container_runtime_version
+                .starts_with("containerd://1.6"),
+            "{}",
+            info.container_runtime_version
+        );
+        // The static pods kubeadm wrote run in containerd, and the kubelet posts their mirror pods.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let pods = kube::Api::<Pod>::namespaced(client.clone(), "kube-system")
+                .list(&Default::default())
+                .await
+                .unwrap();
+            let running: Vec<String> = pods
+                .items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            let all = [
+                "etcd",
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+            ]
+            .iter()
+            .all(|c| running.contains(&format!("{c}-real-control-plane-0")));
+            if all {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "running in kube-system: {running:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+
+        let root = node.root().to_owned();
+        let pid = node.pid().unwrap();
+        drop(node);
+        assert!(!testenv::process::pid_alive(pid));
+        assert!(!mounted(&root));
+        for hierarchy in CGROUP_HIERARCHIES {
+            let dir = Path::new("/sys/fs/cgroup")
+                .join(hierarchy)
+                .join("node-real-control-plane-0");
+            assert!(!dir.exists(), "{} left behind", dir.display());
+        }
+        let after: Vec<String> = MACHINE_SYSCTLS
+            .iter()
+            .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
+            .collect();
+        assert_eq!(after, before, "the kernel settings the kubelet rewrote");
+        drop((netns, fabric));
     }
 }
