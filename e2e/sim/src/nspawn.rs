@@ -859,6 +859,168 @@ files:
     cgroupDriver: cgroupfs
 ";
 
+    /// A test cluster of real nodes on one fabric: the facts its bootstrap data is rendered with.
+    struct RealCluster {
+        components: NodeComponents,
+        version: String,
+        certificates: kubeadm_cluster::ClusterCertificates,
+        spec: kubeadm_api::bootstrap::v1beta2::KubeadmConfigSpec,
+        dir: tempfile::TempDir,
+        fabric: Fabric,
+    }
+
+    impl RealCluster {
+        fn new() -> Self {
+            Self {
+                components: NodeComponents::current().unwrap_or_else(|e| panic!("{e}")),
+                version: testenv::binaries::ToolModule::KubernetesNode.version(),
+                certificates: kubeadm_cluster::certificates::generate(3650).unwrap(),
+                spec: serde_saphyr::from_str(REAL_NODE_SPEC).unwrap(),
+                dir: tempfile::tempdir().unwrap(),
+                fabric: Fabric::create().unwrap(),
+            }
+        }
+
+        /// Our bootstrap data for `machine` in `role`, as the bootstrap manager renders it.
+        fn user_data(
+            &self,
+            role: kubeadm_bootstrap::render::Role,
+            machine: &str,
+            endpoint: &str,
+            join: Option<&kubeadm_bootstrap::render::JoinFacts>,
+        ) -> String {
+            use kubeadm_bootstrap::render::{ClusterFacts, MachineFacts, RenderInput, render};
+            let data = render(&RenderInput {
+                role,
+                spec: &self.spec,
+                cluster: &ClusterFacts {
+                    name: "real".into(),
+                    kubernetes_version: self.version.clone(),
+                    control_plane_endpoint: Some(endpoint.to_owned()),
+                    service_subnet: Some("198.19.0.0/20".into()),
+                    pod_subnet: Some("198.19.128.0/17".into()),
+                    dns_domain: None,
+                },
+                machine: &MachineFacts {
+                    name: machine.into(),
+                    generation: None,
+                },
+                certificates: Some(&self.certificates),
+                join,
+                secrets: &Default::default(),
+            })
+            .unwrap();
+            String::from_utf8(data).unwrap()
+        }
+
+        /// Boots `machine` with `user_data` and waits until its bootstrap succeeded, printing what the
+        /// node says when it did not.
+        fn boot(&self, machine: &str, netns: &NodeNetns, user_data: &str) -> NspawnNode {
+            let mut node = NspawnNode::boot(&NodeSpec {
+                name: machine,
+                instance_id: &format!("sim://default/{machine}"),
+                dir: &self.dir.path().join(machine),
+                netns,
+                user_data,
+                kubernetes: Some(&self.components),
+            })
+            .unwrap();
+            let state = node.wait_bootstrap(Duration::from_secs(300));
+            let journal = |unit: &str| {
+                node.exec(&["journalctl", "--no-pager", "-n", "30", "-u", unit])
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
+            };
+            assert_eq!(
+                state,
+                Bootstrap::Succeeded,
+                "{machine}: cloud-init output:\n{}\nkubelet:\n{}\ncontainerd:\n{}",
+                node.read("/var/log/cloud-init-output.log")
+                    .unwrap_or_default(),
+                journal("kubelet"),
+                journal("containerd")
+            );
+            node
+        }
+
+        async fn admin(&self, endpoint: &str) -> kube::Client {
+            let ca = self
+                .certificates
+                .get(kubeadm_cluster::certificates::CertKind::Ca);
+            crate::node::admin_client(&format!("https://{endpoint}"), &ca.cert, &ca.key)
+                .await
+                .unwrap()
+        }
+    }
+
+    fn machine_sysctls() -> Vec<String> {
+        MACHINE_SYSCTLS
+            .iter()
+            .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
+            .collect()
+    }
+
+    /// Waits until the control plane's static pods of every machine run as mirror pods.
+    async fn wait_control_plane_pods(client: &kube::Client, machines: &[&str]) {
+        use k8s_openapi::api::core::v1::Pod;
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let pods = kube::Api::<Pod>::namespaced(client.clone(), "kube-system")
+                .list(&Default::default())
+                .await
+                .unwrap();
+            let running: Vec<String> = pods
+                .items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            let all = machines.iter().all(|machine| {
+                [
+                    "etcd",
+                    "kube-apiserver",
+                    "kube-controller-manager",
+                    "kube-scheduler",
+                ]
+                .iter()
+                .all(|c| running.contains(&format!("{c}-{machine}")))
+            });
+            if all {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "running in kube-system: {running:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Checks that `nodes` left nothing behind once dropped: no process, mount or cgroup, and the kernel
+    /// settings the kubelet rewrote as they were.
+    fn stop_and_check(nodes: Vec<NspawnNode>, before: &[String]) {
+        let left: Vec<(u32, PathBuf, String)> = nodes
+            .iter()
+            .map(|n| (n.pid().unwrap(), n.root().to_owned(), n.name().to_owned()))
+            .collect();
+        drop(nodes);
+        for (pid, root, name) in left {
+            assert!(!testenv::process::pid_alive(pid), "{name} runs");
+            assert!(!mounted(&root), "{name}'s root is mounted");
+            for hierarchy in CGROUP_HIERARCHIES {
+                let dir = Path::new("/sys/fs/cgroup")
+                    .join(hierarchy)
+                    .join(format!("node-{name}"));
+                assert!(!dir.exists(), "{} left behind", dir.display());
+            }
+        }
+        assert_eq!(
+            machine_sysctls(),
+            before,
+            "the kernel settings the kubelet rewrote"
+        );
+    }
+
     /// Our init bootstrap data on a real node: real cloud-init runs it, real `kubeadm init` brings up the
     /// control plane in containerd through the real kubelet, whose Node registers with the release's
     /// kubelet and containerd versions; the static pods run as mirror pods; the sentinel says so. The
@@ -866,74 +1028,17 @@ files:
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs `hack/install-testenv.sh nodes`; run by `make test-nodes`"]
     async fn kubeadm_init_from_our_bootstrap_data_runs_a_real_control_plane() {
-        use k8s_openapi::api::core::v1::{Node, Pod};
-        use kubeadm_bootstrap::render::{ClusterFacts, MachineFacts, RenderInput, Role, render};
-
-        let components = NodeComponents::current().unwrap_or_else(|e| panic!("{e}"));
-        let version = testenv::binaries::ToolModule::KubernetesNode.version();
-        let fabric = Fabric::create().unwrap();
-        let netns = fabric.node().unwrap();
+        use k8s_openapi::api::core::v1::Node;
+        use kubeadm_bootstrap::render::Role;
+        let cluster = RealCluster::new();
+        let netns = cluster.fabric.node().unwrap();
         let endpoint = format!("{}:6443", netns.ip());
-        let certificates = kubeadm_cluster::certificates::generate(3650).unwrap();
-        let spec: kubeadm_api::bootstrap::v1beta2::KubeadmConfigSpec =
-            serde_saphyr::from_str(REAL_NODE_SPEC).unwrap();
-        let user_data = render(&RenderInput {
-            role: Role::Init,
-            spec: &spec,
-            cluster: &ClusterFacts {
-                name: "real".into(),
-                kubernetes_version: version.clone(),
-                control_plane_endpoint: Some(endpoint.clone()),
-                service_subnet: Some("198.19.0.0/20".into()),
-                pod_subnet: Some("198.19.128.0/17".into()),
-                dns_domain: None,
-            },
-            machine: &MachineFacts {
-                name: "real-control-plane-0".into(),
-                generation: None,
-            },
-            certificates: Some(&certificates),
-            join: None,
-            secrets: &Default::default(),
-        })
-        .unwrap();
-        let user_data = String::from_utf8(user_data).unwrap();
-        let before: Vec<String> = MACHINE_SYSCTLS
-            .iter()
-            .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
-            .collect();
+        let machine = "real-control-plane-0";
+        let user_data = cluster.user_data(Role::Init, machine, &endpoint, None);
+        let before = machine_sysctls();
+        let node = cluster.boot(machine, &netns, &user_data);
 
-        let dir = tempfile::tempdir().unwrap();
-        let mut node = NspawnNode::boot(&NodeSpec {
-            name: "real-control-plane-0",
-            instance_id: "sim://default/real-control-plane-0",
-            dir: &dir.path().join("node"),
-            netns: &netns,
-            user_data: &user_data,
-            kubernetes: Some(&components),
-        })
-        .unwrap();
-        let state = node.wait_bootstrap(Duration::from_secs(300));
-        let journal = |unit: &str| {
-            node.exec(&["journalctl", "--no-pager", "-n", "30", "-u", unit])
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default()
-        };
-        assert_eq!(
-            state,
-            Bootstrap::Succeeded,
-            "cloud-init output:\n{}\nkubelet:\n{}\ncontainerd:\n{}",
-            node.read("/var/log/cloud-init-output.log")
-                .unwrap_or_default(),
-            journal("kubelet"),
-            journal("containerd")
-        );
-
-        // The API server of the node, as an admin of the cluster's CA.
-        let ca = certificates.get(kubeadm_cluster::certificates::CertKind::Ca);
-        let client = crate::node::admin_client(&format!("https://{endpoint}"), &ca.cert, &ca.key)
-            .await
-            .unwrap();
+        let client = cluster.admin(&endpoint).await;
         let nodes = kube::Api::<Node>::all(client.clone())
             .list(&Default::default())
             .await
@@ -946,7 +1051,7 @@ files:
             .node_info
             .as_ref()
             .unwrap();
-        assert_eq!(info.kubelet_version, version);
+        assert_eq!(info.kubelet_version, cluster.version);
         assert!(
             info.container_runtime_version
                 .starts_with("containerd://1.6"),
@@ -954,52 +1059,80 @@ files:
             info.container_runtime_version
         );
         // The static pods kubeadm wrote run in containerd, and the kubelet posts their mirror pods.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let pods = kube::Api::<Pod>::namespaced(client.clone(), "kube-system")
-                .list(&Default::default())
-                .await
-                .unwrap();
-            let running: Vec<String> = pods
-                .items
-                .iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .filter_map(|p| p.metadata.name.clone())
-                .collect();
-            let all = [
-                "etcd",
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-            ]
-            .iter()
-            .all(|c| running.contains(&format!("{c}-real-control-plane-0")));
-            if all {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "running in kube-system: {running:?}"
-            );
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        wait_control_plane_pods(&client, &[machine]).await;
+        stop_and_check(vec![node], &before);
+    }
 
-        let root = node.root().to_owned();
-        let pid = node.pid().unwrap();
-        drop(node);
-        assert!(!testenv::process::pid_alive(pid));
-        assert!(!mounted(&root));
-        for hierarchy in CGROUP_HIERARCHIES {
-            let dir = Path::new("/sys/fs/cgroup")
-                .join(hierarchy)
-                .join("node-real-control-plane-0");
-            assert!(!dir.exists(), "{} left behind", dir.display());
-        }
-        let after: Vec<String> = MACHINE_SYSCTLS
+    /// Our control-plane join data on a second real node: real `kubeadm join` finds the cluster by our
+    /// bootstrap token (cluster-info signed by the real kube-controller-manager), pins the CA, and adds
+    /// its etcd member as a learner, which kubeadm promotes: two voters, two control planes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs `hack/install-testenv.sh nodes`; run by `make test-nodes`"]
+    async fn a_control_plane_join_from_our_bootstrap_data_adds_an_etcd_voter() {
+        use k8s_openapi::api::core::v1::Secret;
+        use kubeadm_bootstrap::render::{JoinFacts, Role};
+        let cluster = RealCluster::new();
+        let first_netns = cluster.fabric.node().unwrap();
+        let second_netns = cluster.fabric.node().unwrap();
+        // No load balancer here: the first node is the control-plane endpoint.
+        let endpoint = format!("{}:6443", first_netns.ip());
+        let before = machine_sysctls();
+        let first = cluster.boot(
+            "real-cp-a",
+            &first_netns,
+            &cluster.user_data(Role::Init, "real-cp-a", &endpoint, None),
+        );
+        let client = cluster.admin(&endpoint).await;
+        // The token our bootstrap manager would create in the workload cluster for the joining machine.
+        let token: kubeadm_api::bootstrap::v1beta2::BootstrapTokenString =
+            kubeadm_bootstrap::tokens::generate();
+        let secret = kubeadm_bootstrap::tokens::token_secret(
+            &token,
+            Duration::from_secs(900),
+            std::time::SystemTime::now(),
+        );
+        kube::Api::<Secret>::namespaced(client.clone(), "kube-system")
+            .create(&Default::default(), &secret)
+            .await
+            .unwrap();
+        let ca = cluster
+            .certificates
+            .get(kubeadm_cluster::certificates::CertKind::Ca);
+        let join = JoinFacts {
+            token: format!("{}.{}", token.id, token.secret),
+            api_server_endpoint: endpoint.clone(),
+            ca_cert_hashes: kubeadm_cluster::certificates::ca_cert_hashes(&ca.cert).unwrap(),
+        };
+        let second = cluster.boot(
+            "real-cp-b",
+            &second_netns,
+            &cluster.user_data(Role::ControlPlaneJoin, "real-cp-b", &endpoint, Some(&join)),
+        );
+        wait_control_plane_pods(&client, &["real-cp-a", "real-cp-b"]).await;
+
+        // Two voters, found through the etcd CA of the bootstrap data.
+        let etcd_ca = cluster
+            .certificates
+            .get(kubeadm_cluster::certificates::CertKind::Etcd);
+        let access = crate::node::EtcdAccess {
+            ca_pem: etcd_ca.cert.clone(),
+            client: testenv::pki::Ca::from_pem(&etcd_ca.cert, &etcd_ca.key)
+                .unwrap()
+                .issue("test-client", None, &[], testenv::pki::Usage::Client)
+                .unwrap(),
+        };
+        let url = format!("https://{}:2379", first_netns.ip());
+        let members = access
+            .ask(&url, |mut c| async move { c.member_list().await })
+            .await
+            .unwrap();
+        let members: Vec<(String, bool)> = members
+            .members()
             .iter()
-            .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
+            .map(|m| (m.name().to_owned(), m.is_learner()))
             .collect();
-        assert_eq!(after, before, "the kernel settings the kubelet rewrote");
-        drop((netns, fabric));
+        assert_eq!(members.len(), 2, "{members:?}");
+        assert!(members.iter().all(|(_, learner)| !learner), "{members:?}");
+        stop_and_check(vec![second, first], &before);
     }
 }
