@@ -92,6 +92,10 @@ pub struct NodeSpec<'a> {
     pub user_data: &'a str,
     /// Set for a Kubernetes node; `None` boots the OS and cloud-init only.
     pub kubernetes: Option<&'a NodeComponents>,
+    /// The node's pod network (a /24 of the cluster's pod subnet), which Debian's bridge and host-local CNI
+    /// plugins hand out: the pod network of a Kubernetes node. Other nodes reach it through
+    /// [`route_pods`].
+    pub pod_subnet: Option<&'a str>,
 }
 
 /// Where a node's bootstrap stands, as a cloud console shows it.
@@ -153,7 +157,7 @@ impl NspawnNode {
         node.prepare_root(spec)
             .map_err(|e| failed("prepare its root", e.to_string()))?;
         if let Some(components) = spec.kubernetes {
-            node.install_kubernetes(components).map_err(|e| {
+            node.install_kubernetes(spec, components).map_err(|e| {
                 failed(
                     "install kubeadm, the kubelet and containerd's setup",
                     e.to_string(),
@@ -282,7 +286,11 @@ impl NspawnNode {
     /// A node image's Kubernetes parts: the kubelet unit with kubeadm's drop-in (what the kubelet and
     /// kubeadm packages install), containerd's CRI configuration, the image import before the kubelet,
     /// and cgroups the node may write.
-    fn install_kubernetes(&self, components: &NodeComponents) -> std::io::Result<()> {
+    fn install_kubernetes(
+        &self,
+        spec: &NodeSpec,
+        components: &NodeComponents,
+    ) -> std::io::Result<()> {
         let at = |path: &str| self.root.join(path.trim_start_matches('/'));
         let units = at("/etc/systemd/system");
         std::fs::create_dir_all(units.join("kubelet.service.d"))?;
@@ -309,6 +317,13 @@ impl NspawnNode {
             symlink(
                 &format!("/etc/systemd/system/{unit}"),
                 &units.join("multi-user.target.wants").join(unit),
+            )?;
+        }
+        if let Some(subnet) = spec.pod_subnet {
+            std::fs::create_dir_all(at("/etc/cni/net.d"))?;
+            std::fs::write(
+                at("/etc/cni/net.d/10-pods.conflist"),
+                CNI_CONFIG.replace("{SUBNET}", subnet),
             )?;
         }
         std::fs::create_dir_all(at("/etc/containerd"))?;
@@ -546,6 +561,37 @@ const CONTAINERD_CONFIG: &str = "version = 2
     conf_dir = \"/etc/cni/net.d\"
 ";
 
+/// The node's pod network: a bridge with the node as gateway, addresses of the node's subnet, traffic
+/// leaving the pod network masqueraded, and host ports.
+const CNI_CONFIG: &str = r#"{
+  "cniVersion": "0.4.0",
+  "name": "pods",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "{SUBNET}" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }]
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+"#;
+
+/// Routes `subnet` (another node's pod network) through `via` (that node's address) in `netns`: the
+/// static routes between nodes of one fabric that a cloud's network would hold.
+pub fn route_pods(netns: &NodeNetns, subnet: &str, via: std::net::Ipv4Addr) -> Result<(), String> {
+    run(netns
+        .command(Path::new("ip"))
+        .args(["route", "replace", subnet, "via", &via.to_string()]))
+}
+
 /// The cgroup v1 hierarchies a node gets a subtree of: it starts in them, and its systemd, containerd
 /// and kubelet create their cgroups below (`kubepods` included), not beside those of this machine or
 /// of other nodes.
@@ -632,7 +678,13 @@ fn node_stopped() {
     }
 }
 
-/// A node's cgroups: `node-<name>` in every v1 hierarchy.
+/// The cgroup of node `name` in every hierarchy: per process too, so that nodes of the same name in two
+/// processes (two test runs) are not one.
+fn cgroup_name(name: &str) -> String {
+    format!("node-{name}-{}", std::process::id())
+}
+
+/// A node's cgroups: [`cgroup_name`] in every hierarchy.
 struct NodeCgroups {
     dirs: Vec<PathBuf>,
 }
@@ -645,7 +697,7 @@ impl NodeCgroups {
             if !base.is_dir() {
                 continue;
             }
-            let dir = base.join(format!("node-{name}"));
+            let dir = base.join(cgroup_name(name));
             if !dir.exists() {
                 std::fs::create_dir(&dir)?;
             }
@@ -785,8 +837,10 @@ mod tests {
                 netns,
                 user_data,
                 kubernetes: None,
+                pod_subnet: None,
             })
         };
+        let before = machine_sysctls();
         let mut good = match boot("node-good", &good_netns, &good_data) {
             Ok(node) => node,
             Err(e @ NodeError::Missing { .. }) => {
@@ -827,27 +881,24 @@ mod tests {
         }
         assert!(bad.read("/run/not-the-sentinel").is_some(), "runcmd ran");
 
-        let pids: Vec<u32> = [&good, &bad].iter().filter_map(|n| n.pid()).collect();
-        let roots = [good.root().to_owned(), bad.root().to_owned()];
-        drop((good, bad));
-        for pid in pids {
-            assert!(
-                !testenv::process::pid_alive(pid),
-                "systemd-nspawn {pid} runs"
-            );
-        }
-        for root in roots {
-            assert!(!mounted(&root), "{} is still mounted", root.display());
-        }
+        stop_and_check(vec![good, bad], &before);
         drop((good_netns, bad_netns, fabric));
     }
 
-    /// The spec a real control-plane node's test cluster uses: what real nodes here need from kubeadm and
-    /// nothing more, each with its reason. Preflight's SystemVerification fails on the cgroup v1 of this
-    /// machine (a warning since kubeadm 1.31, kept for older releases); the kubelet uses the cgroupfs
-    /// driver, as containerd 1.6 here does (kubeadm configures systemd's).
+    /// The spec a real node's test cluster uses: what real nodes here need from kubeadm and nothing more,
+    /// each with its reason. Preflight's SystemVerification fails on the cgroup v1 of this machine (a
+    /// warning since kubeadm 1.31, kept for older releases). The kubelet uses the cgroupfs driver, as
+    /// containerd 1.6 here does (kubeadm configures systemd's), and evicts only when the disk is all but
+    /// full: every node's file systems are this machine's one disk, whose share free (15 % is the
+    /// kubelet's default threshold) says nothing about a node.
     const REAL_NODE_SPEC: &str = "
 initConfiguration:
+  nodeRegistration:
+    ignorePreflightErrors:
+    - SystemVerification
+  patches:
+    directory: /etc/kubernetes/patches
+joinConfiguration:
   nodeRegistration:
     ignorePreflightErrors:
     - SystemVerification
@@ -857,6 +908,11 @@ files:
 - path: /etc/kubernetes/patches/kubeletconfiguration0+strategic.yaml
   content: |
     cgroupDriver: cgroupfs
+    evictionHard:
+      memory.available: 100Mi
+      nodefs.available: 1%
+      nodefs.inodesFree: 1%
+      imagefs.available: 1%
 ";
 
     /// A test cluster of real nodes on one fabric: the facts its bootstrap data is rendered with.
@@ -915,7 +971,13 @@ files:
 
         /// Boots `machine` with `user_data` and waits until its bootstrap succeeded, printing what the
         /// node says when it did not.
-        fn boot(&self, machine: &str, netns: &NodeNetns, user_data: &str) -> NspawnNode {
+        fn boot(
+            &self,
+            machine: &str,
+            netns: &NodeNetns,
+            pod_subnet: &str,
+            user_data: &str,
+        ) -> NspawnNode {
             let mut node = NspawnNode::boot(&NodeSpec {
                 name: machine,
                 instance_id: &format!("sim://default/{machine}"),
@@ -923,6 +985,7 @@ files:
                 netns,
                 user_data,
                 kubernetes: Some(&self.components),
+                pod_subnet: Some(pod_subnet),
             })
             .unwrap();
             let state = node.wait_bootstrap(Duration::from_secs(300));
@@ -941,6 +1004,34 @@ files:
                 journal("containerd")
             );
             node
+        }
+
+        /// A bootstrap token in the cluster, as our bootstrap manager creates one for a joining machine,
+        /// and what the join data needs to find and trust the cluster with it.
+        async fn join_facts(
+            &self,
+            client: &kube::Client,
+            endpoint: &str,
+        ) -> kubeadm_bootstrap::render::JoinFacts {
+            use k8s_openapi::api::core::v1::Secret;
+            let token = kubeadm_bootstrap::tokens::generate();
+            let secret = kubeadm_bootstrap::tokens::token_secret(
+                &token,
+                Duration::from_secs(900),
+                std::time::SystemTime::now(),
+            );
+            kube::Api::<Secret>::namespaced(client.clone(), "kube-system")
+                .create(&Default::default(), &secret)
+                .await
+                .unwrap();
+            let ca = self
+                .certificates
+                .get(kubeadm_cluster::certificates::CertKind::Ca);
+            kubeadm_bootstrap::render::JoinFacts {
+                token: format!("{}.{}", token.id, token.secret),
+                api_server_endpoint: endpoint.to_owned(),
+                ca_cert_hashes: kubeadm_cluster::certificates::ca_cert_hashes(&ca.cert).unwrap(),
+            }
         }
 
         async fn admin(&self, endpoint: &str) -> kube::Client {
@@ -1010,7 +1101,7 @@ files:
             for hierarchy in CGROUP_HIERARCHIES {
                 let dir = Path::new("/sys/fs/cgroup")
                     .join(hierarchy)
-                    .join(format!("node-{name}"));
+                    .join(cgroup_name(&name));
                 assert!(!dir.exists(), "{} left behind", dir.display());
             }
         }
@@ -1036,7 +1127,7 @@ files:
         let machine = "real-control-plane-0";
         let user_data = cluster.user_data(Role::Init, machine, &endpoint, None);
         let before = machine_sysctls();
-        let node = cluster.boot(machine, &netns, &user_data);
+        let node = cluster.boot(machine, &netns, "198.19.128.0/24", &user_data);
 
         let client = cluster.admin(&endpoint).await;
         let nodes = kube::Api::<Node>::all(client.clone())
@@ -1069,8 +1160,7 @@ files:
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs `hack/install-testenv.sh nodes`; run by `make test-nodes`"]
     async fn a_control_plane_join_from_our_bootstrap_data_adds_an_etcd_voter() {
-        use k8s_openapi::api::core::v1::Secret;
-        use kubeadm_bootstrap::render::{JoinFacts, Role};
+        use kubeadm_bootstrap::render::Role;
         let cluster = RealCluster::new();
         let first_netns = cluster.fabric.node().unwrap();
         let second_netns = cluster.fabric.node().unwrap();
@@ -1080,32 +1170,15 @@ files:
         let first = cluster.boot(
             "real-cp-a",
             &first_netns,
+            "198.19.128.0/24",
             &cluster.user_data(Role::Init, "real-cp-a", &endpoint, None),
         );
         let client = cluster.admin(&endpoint).await;
-        // The token our bootstrap manager would create in the workload cluster for the joining machine.
-        let token: kubeadm_api::bootstrap::v1beta2::BootstrapTokenString =
-            kubeadm_bootstrap::tokens::generate();
-        let secret = kubeadm_bootstrap::tokens::token_secret(
-            &token,
-            Duration::from_secs(900),
-            std::time::SystemTime::now(),
-        );
-        kube::Api::<Secret>::namespaced(client.clone(), "kube-system")
-            .create(&Default::default(), &secret)
-            .await
-            .unwrap();
-        let ca = cluster
-            .certificates
-            .get(kubeadm_cluster::certificates::CertKind::Ca);
-        let join = JoinFacts {
-            token: format!("{}.{}", token.id, token.secret),
-            api_server_endpoint: endpoint.clone(),
-            ca_cert_hashes: kubeadm_cluster::certificates::ca_cert_hashes(&ca.cert).unwrap(),
-        };
+        let join = cluster.join_facts(&client, &endpoint).await;
         let second = cluster.boot(
             "real-cp-b",
             &second_netns,
+            "198.19.129.0/24",
             &cluster.user_data(Role::ControlPlaneJoin, "real-cp-b", &endpoint, Some(&join)),
         );
         wait_control_plane_pods(&client, &["real-cp-a", "real-cp-b"]).await;
@@ -1134,5 +1207,189 @@ files:
         assert_eq!(members.len(), 2, "{members:?}");
         assert!(members.iter().all(|(_, learner)| !learner), "{members:?}");
         stop_and_check(vec![second, first], &before);
+    }
+
+    /// A worker joins from our worker data; with the pod networks routed between the nodes, both Nodes
+    /// are Ready (the real node-lifecycle controller sees their kubelets), and kubeadm's add-ons run:
+    /// kube-proxy on each node, CoreDNS on the pod network.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs `hack/install-testenv.sh nodes`; run by `make test-nodes`"]
+    async fn a_worker_joins_and_both_nodes_are_ready_with_kube_proxy_and_coredns() {
+        use k8s_openapi::api::core::v1::{Node, Pod};
+        use kubeadm_bootstrap::render::Role;
+        let cluster = RealCluster::new();
+        let cp_netns = cluster.fabric.node().unwrap();
+        let worker_netns = cluster.fabric.node().unwrap();
+        let endpoint = format!("{}:6443", cp_netns.ip());
+        let (cp_pods, worker_pods) = ("198.19.128.0/24", "198.19.129.0/24");
+        route_pods(&cp_netns, worker_pods, worker_netns.ip()).unwrap();
+        route_pods(&worker_netns, cp_pods, cp_netns.ip()).unwrap();
+        let before = machine_sysctls();
+        let cp = cluster.boot(
+            "real-cp",
+            &cp_netns,
+            cp_pods,
+            &cluster.user_data(Role::Init, "real-cp", &endpoint, None),
+        );
+        let client = cluster.admin(&endpoint).await;
+        limit_conntrack_in_the_node(&client).await;
+        let join = cluster.join_facts(&client, &endpoint).await;
+        let worker = cluster.boot(
+            "real-worker",
+            &worker_netns,
+            worker_pods,
+            &cluster.user_data(Role::WorkerJoin, "real-worker", &endpoint, Some(&join)),
+        );
+        // Our worker data registers the Node with Cluster API's uninitialized taint, which Cluster API's
+        // machine controller removes once the Node has its Machine; no Machine here, so as it would.
+        // The kubelet registers the Node just after kubeadm join returns.
+        let registered = Instant::now() + Duration::from_secs(60);
+        let worker_node = loop {
+            match kube::Api::<Node>::all(client.clone())
+                .get_opt("real-worker")
+                .await
+                .unwrap()
+            {
+                Some(node) => break node,
+                None if Instant::now() < registered => {
+                    tokio::time::sleep(Duration::from_millis(500)).await
+                }
+                None => panic!("the worker's Node never registered"),
+            }
+        };
+        let taints = worker_node.spec.and_then(|s| s.taints).unwrap_or_default();
+        assert!(
+            taints
+                .iter()
+                .any(|t| t.key == "node.cluster.x-k8s.io/uninitialized"),
+            "{taints:?}"
+        );
+        let kept: Vec<_> = taints
+            .into_iter()
+            .filter(|t| t.key != "node.cluster.x-k8s.io/uninitialized")
+            .collect();
+        kube::Api::<Node>::all(client.clone())
+            .patch(
+                "real-worker",
+                &Default::default(),
+                &kube::api::Patch::Merge(serde_json::json!({ "spec": { "taints": kept } })),
+            )
+            .await
+            .unwrap();
+
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let nodes = kube::Api::<Node>::all(client.clone())
+                .list(&Default::default())
+                .await
+                .unwrap();
+            let ready: Vec<String> = nodes
+                .items
+                .iter()
+                .filter(|n| {
+                    n.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            let pods = kube::Api::<Pod>::namespaced(client.clone(), "kube-system")
+                .list(&Default::default())
+                .await
+                .unwrap();
+            let states: Vec<String> = pods
+                .items
+                .iter()
+                .map(|p| {
+                    let status = p.status.as_ref();
+                    let waiting = status
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|c| c.first())
+                        .and_then(|c| c.state.as_ref())
+                        .and_then(|s| s.waiting.as_ref())
+                        .and_then(|w| w.reason.clone())
+                        .unwrap_or_default();
+                    format!(
+                        "{} {} {waiting}",
+                        p.metadata.name.as_deref().unwrap_or(""),
+                        status.and_then(|s| s.phase.as_deref()).unwrap_or("")
+                    )
+                })
+                .collect();
+            let running = |prefix: &str, count: usize| {
+                states
+                    .iter()
+                    .filter(|s| s.starts_with(prefix) && s.contains(" Running"))
+                    .count()
+                    >= count
+            };
+            if ready.len() == 2 && running("kube-proxy-", 2) && running("coredns-", 2) {
+                break;
+            }
+            if Instant::now() > deadline {
+                let unscheduled: Vec<String> = pods
+                    .items
+                    .iter()
+                    .flat_map(|p| p.status.iter().flat_map(|s| s.conditions.iter().flatten()))
+                    .filter(|c| c.type_ == "PodScheduled" && c.status != "True")
+                    .filter_map(|c| c.message.clone())
+                    .collect();
+                let proxy_log = |node: &NspawnNode| {
+                    node.exec(&[
+                        "sh",
+                        "-c",
+                        "tail -n 15 /var/log/pods/kube-system_kube-proxy-*/kube-proxy/*.log",
+                    ])
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
+                };
+                let taints: Vec<String> = nodes
+                    .items
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "{}: {:?}",
+                            n.metadata.name.as_deref().unwrap_or(""),
+                            n.spec
+                                .as_ref()
+                                .and_then(|s| s.taints.clone())
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "ready: {ready:?}; kube-system: {states:#?}\nunscheduled: {unscheduled:?}\n\
+                     taints: {taints:#?}\nkube-proxy on the control plane:\n{}",
+                    proxy_log(&cp)
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        stop_and_check(vec![worker, cp], &before);
+    }
+
+    /// kube-proxy sets the kernel's conntrack table size by default, which only this machine's own network
+    /// namespace may: a node here is a namespace. Told to leave it (`conntrack.maxPerCore: 0`, what
+    /// kube-proxy documents for this case), through the ConfigMap kubeadm wrote, as a cluster's admin
+    /// would; its pods restart with it.
+    async fn limit_conntrack_in_the_node(client: &kube::Client) {
+        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+        let maps = kube::Api::<ConfigMap>::namespaced(client.clone(), "kube-system");
+        let mut map = maps.get("kube-proxy").await.unwrap();
+        let data = map.data.as_mut().unwrap();
+        let config = data.get_mut("config.conf").unwrap();
+        assert!(config.contains("maxPerCore: null"), "{config}");
+        *config = config.replace("maxPerCore: null", "maxPerCore: 0");
+        maps.replace("kube-proxy", &Default::default(), &map)
+            .await
+            .unwrap();
+        kube::Api::<Pod>::namespaced(client.clone(), "kube-system")
+            .delete_collection(
+                &Default::default(),
+                &kube::api::ListParams::default().labels("k8s-app=kube-proxy"),
+            )
+            .await
+            .unwrap();
     }
 }
