@@ -69,7 +69,11 @@ impl Image {
     /// Writes the image as an OCI image layout tarball to `out` (through a temporary file beside it, so a
     /// half-written tarball is never taken for an image).
     pub fn write_layout(&self, out: &Path) -> Result<(), Error> {
-        let tmp = out.with_extension("tmp");
+        // Of this writer alone: test processes side by side may write the same image at once; the last
+        // rename wins, with the same bytes.
+        static WRITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = out.with_extension(format!("tmp.{}.{n}", std::process::id()));
         let io_err = |what: String| move |source| Error::Io { what, source };
         let result = self.write_layout_to(&tmp);
         if let Err(e) = result {
@@ -85,7 +89,7 @@ impl Image {
             move |source| Error::Io { what, source }
         };
         // The layer first, to a file of its own: its digest names it in the config and manifest.
-        let layer_path = out.with_extension("layer");
+        let layer_path = PathBuf::from(format!("{}.layer", out.display()));
         let layer = {
             let file = std::fs::File::create(&layer_path).map_err(io_err("create the layer"))?;
             let mut builder = tar::Builder::new(Digesting::new(io::BufWriter::new(file)));
@@ -205,21 +209,19 @@ impl Image {
         Ok(())
     }
 
-    /// A key that changes when what goes into the image does: the reference, and each file's source,
-    /// size and modification time, each link.
+    /// A key that changes when what goes into the image does: the reference, each file's content (not
+    /// its modification time, which `hack/install-testenv.sh` touches on every run) and place, each link.
     fn cache_key(&self) -> String {
         let mut context = Context::new(&SHA256);
         context.update(self.reference.as_bytes());
         for (source, at, mode) in &self.files {
-            let meta = std::fs::metadata(source).ok();
-            let stamp = meta
-                .as_ref()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            let len = meta.map_or(0, |m| m.len());
-            context
-                .update(format!("\n{} {at} {mode:o} {len} {stamp}", source.display()).as_bytes());
+            context.update(format!("\n{at} {mode:o} ").as_bytes());
+            let mut digesting = Digesting::new(io::sink());
+            match std::fs::File::open(source).and_then(|mut f| io::copy(&mut f, &mut digesting)) {
+                Ok(_) => context.update(digesting.context.finish().as_ref()),
+                // Writing the layer names the missing file.
+                Err(_) => context.update(source.display().to_string().as_bytes()),
+            }
         }
         for (at, target) in &self.links {
             context.update(format!("\n{at} -> {target}").as_bytes());
@@ -491,9 +493,17 @@ pub fn tarballs(images: &[Image]) -> Result<Vec<PathBuf>, Error> {
                 image.tag(),
                 image.cache_key()
             );
-            let path = dir.join(name);
+            let path = dir.join(&name);
             if !path.exists() {
                 image.write_layout(&path)?;
+                // Earlier builds of this image are not used again.
+                let prefix = format!("{}-{}-", image.component(), image.tag());
+                for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    let other = entry.file_name().to_string_lossy().into_owned();
+                    if other != name && other.starts_with(&prefix) && other.ends_with(".tar") {
+                        let _ = std::fs::remove_file(entry.path());
+                    }
+                }
             }
             Ok(path)
         })
