@@ -441,16 +441,8 @@ impl NspawnNode {
     /// Stops the node and unmounts its root; its folder stays (the upper layer: what the node wrote).
     pub fn stop(&mut self) {
         if let Some(mut nspawn) = self.nspawn.take() {
-            let pid = nspawn.pid();
             // SIGTERM makes systemd-nspawn shut the node's systemd down.
-            let _ = Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-            let deadline = Instant::now() + SHUTDOWN_GRACE;
-            while nspawn.try_exit_status().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            if nspawn.try_exit_status().is_none() {
+            if nspawn.terminate(SHUTDOWN_GRACE).is_none() {
                 tracing::warn!(node = %self.name, "node did not shut down; killing it");
             }
             nspawn.kill();
@@ -784,17 +776,10 @@ fn run(command: &mut Command) -> Result<(), String> {
 }
 
 fn which(name: &str, package: &str) -> Result<PathBuf, NodeError> {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
-        .map(|dir| dir.join(name))
-        .find(|path| path.is_file())
-        .ok_or_else(|| NodeError::Missing {
-            what: name.to_owned(),
-            hint: format!("install {package} (`hack/install-testenv.sh` does)"),
-        })
+    testenv::find_program(name).ok_or_else(|| NodeError::Missing {
+        what: name.to_owned(),
+        hint: format!("install {package} (`hack/install-testenv.sh` does)"),
+    })
 }
 
 #[cfg(test)]

@@ -204,14 +204,8 @@ fn render_config(dir: &Path, socket: &Path) -> String {
 }
 
 fn which(name: &str) -> Result<PathBuf, Error> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .map(|dir| dir.join(name))
-        .find(|path| path.is_file())
-        .ok_or_else(|| Error::MissingBinary {
-            name: name.to_owned(),
-            hint: "install Debian's containerd and runc: `hack/install-testenv.sh nodes`".into(),
-        })
+    crate::find_program(name).ok_or_else(|| Error::MissingBinary {
+        name: name.to_owned(),
+        hint: "install Debian's containerd and runc: `hack/install-testenv.sh nodes`".into(),
+    })
 }

@@ -42,6 +42,17 @@ pub fn missing(what: &str, why: &str) {
     eprintln!("skipped: {what} is missing here ({why}); in CI this fails");
 }
 
+/// `name` on `PATH`, or in `/usr/sbin` and `/sbin` (root's tools when a test's `PATH` lacks them).
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{name} not found: {hint}")]
