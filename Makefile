@@ -3,6 +3,8 @@ SHELL := /usr/bin/env bash
 CARGO ?= cargo
 NEXTEST_PROFILE ?= $(if $(CI),ci,default)
 FUZZ_SECONDS ?= 600
+# `make quickstart QUICKSTART_ARGS='--nodes real'` installs what real nodes run too.
+QUICKSTART_NODES := $(if $(findstring real,$(QUICKSTART_ARGS)),nodes)
 
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
@@ -13,15 +15,15 @@ CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-quickstart: ## Management plane, both managers, simulated machines and a 3 + 2 cluster; waits until it is ready (Ctrl-C stops it). Installs only what it runs
-	hack/install-testenv.sh --packages-only quickstart
+quickstart: ## Management plane, both managers, simulated machines and a 3 + 2 cluster; waits until it is ready (Ctrl-C stops it). Installs only what it runs (QUICKSTART_ARGS='--nodes real': real nodes)
+	hack/install-testenv.sh --packages-only quickstart $(QUICKSTART_NODES)
 	$(MAKE) --no-print-directory -j2 quickstart-testenv quickstart-build
 	target/debug/quickstart $(QUICKSTART_ARGS)
 
 # The two halves of `make quickstart`, run side by side once the Debian packages (protoc) are there: the
 # Go builds of what the quickstart runs, and the Rust build of our managers and the quickstart.
 quickstart-testenv:
-	hack/install-testenv.sh quickstart
+	hack/install-testenv.sh quickstart $(QUICKSTART_NODES)
 
 quickstart-build:
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane -p e2e-tests --bins

@@ -18,9 +18,10 @@
 #     those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
-# Usage: hack/install-testenv.sh [--packages-only] [all|quickstart|nodes]
+# Usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes]
 #   all (default)    everything above: what `make test`, `make e2e`, `make dev` and the benchmarks run.
-#   nodes            all, and what real nodes run (systemd-nspawn machines booting with real cloud-init):
+#   nodes            besides all (or quickstart: `quickstart --nodes real`), what real nodes run
+#                    (systemd-nspawn machines booting with real cloud-init): systemd-container, cloud-init,
 #                    Debian's containerd, runc, CNI plugins, nftables and iptables, and
 #                    from Go modules the node components of the release in hack/tools/k8s (hack/tools/k8s-node:
 #                    kubelet, kube-controller-manager, kube-scheduler, kube-proxy and a pause program of ours)
@@ -67,7 +68,7 @@ QUICKSTART_PACKAGES=(protobuf-compiler make iproute2 ca-certificates)
 TEST_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init systemd-container dpkg-dev openssl)
 # What real nodes run besides our builds and systemd-nspawn: the container runtime and its CRI plugin
 # (containerd 1.6), runc, the bridge and host-local CNI plugins, and the packet filters kube-proxy drives.
-NODE_PACKAGES=(containerd runc containernetworking-plugins nftables iptables)
+NODE_PACKAGES=(containerd runc containernetworking-plugins nftables iptables cloud-init systemd-container)
 REFLECT2_FIX=/usr/share/gocode/src/github.com/modern-go/reflect2
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -90,14 +91,14 @@ die() { printf '[install-testenv] error: %s\n' "$*" >&2; exit 1; }
 
 PACKAGES_ONLY=0
 MODE=all
-# `nodes` is `all` and the real nodes' parts.
+# `nodes` adds the real nodes' parts to either.
 NODES=0
 for arg in "$@"; do
   case "$arg" in
     --packages-only) PACKAGES_ONLY=1 ;;
     all | quickstart) MODE="$arg" ;;
-    nodes) MODE=all NODES=1 ;;
-    *) die "unknown argument '$arg'; usage: hack/install-testenv.sh [--packages-only] [all|quickstart|nodes]" ;;
+    nodes) NODES=1 ;;
+    *) die "unknown argument '$arg'; usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes]" ;;
   esac
 done
 if [ "$MODE" = quickstart ]; then

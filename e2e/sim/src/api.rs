@@ -69,6 +69,27 @@ pub struct SimClusterSpec {
     /// Names of the failure domains to offer for control-plane machines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failure_domains: Vec<String>,
+    /// What the cluster's machines are.
+    #[serde(default, skip_serializing_if = "NodeBackend::is_simulated")]
+    pub nodes: NodeBackend,
+}
+
+/// What the machines of a SimCluster are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NodeBackend {
+    /// A node imitated by the simulator: real kubeadm phases, etcd and kube-apiserver as processes, the
+    /// Node written by the simulator. Fast; the default.
+    #[default]
+    Simulated,
+    /// A systemd-nspawn node that boots the bootstrap data with real cloud-init, containerd and kubelet
+    /// (`hack/install-testenv.sh nodes` builds what it runs).
+    Real,
+}
+
+impl NodeBackend {
+    fn is_simulated(&self) -> bool {
+        *self == Self::Simulated
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -19,12 +19,14 @@ use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachineDeployment, Machine
 use kubeadm_api::meta::ContractVersionedObjectReference;
 use serde_json::{Value, json};
 
-use crate::api::{SimCluster, SimMachine};
+use crate::api::{NodeBackend, SimCluster, SimMachine};
 use crate::cloud_config::{self, KubeadmCommand};
 use crate::faults::{self, Fault};
 use crate::kubeadm_config::{self, InstanceData};
 use crate::network::{Addresses, LoadBalancer};
 use crate::node::{self, BootError, BootRequest, Node};
+use crate::nspawn::{Bootstrap, NodeComponents};
+use crate::real_node::{self, RealBoot, RealNode};
 
 pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 /// Held by the infrastructure provider until the node of a deleted SimMachine is stopped.
@@ -91,10 +93,11 @@ impl Drop for Sim {
         self.task.abort();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         for (_, runtime) in state.machines.drain() {
-            if let MachineRuntime::Booting { task, .. } = &runtime {
-                task.abort();
+            match runtime {
+                MachineRuntime::Booting { task, .. } => task.abort(),
+                MachineRuntime::Real(node) => node.power_off(),
+                other => drop(other),
             }
-            drop(runtime);
         }
         state.clusters.clear();
     }
@@ -102,6 +105,7 @@ impl Drop for Sim {
 
 impl Sim {
     pub fn start(client: kube::Client, options: SimOptions) -> Self {
+        let mut no_fabric = None;
         let fabric = match crate::real_kubeadm::fabric() {
             Ok(fabric) => {
                 tracing::info!(gateway = %fabric.gateway(), "nodes boot with real kubeadm in network namespaces");
@@ -115,11 +119,13 @@ impl Sim {
                     "CI=true: nodes cannot boot with real kubeadm: {why}"
                 );
                 tracing::info!(%why, "nodes imitate kubeadm on loopback addresses");
+                no_fabric = Some(why.to_string());
                 None
             }
         };
         let state = Arc::new(Mutex::new(State {
             fabric,
+            no_fabric,
             ..State::default()
         }));
         Self::with_state(client, options, state)
@@ -183,6 +189,10 @@ impl Sim {
                 *lose_at = Some(Instant::now());
                 true
             }
+            Some(MachineRuntime::Real(node)) if *node.last_seen() == Bootstrap::Succeeded => {
+                node.lose_at = Some(Instant::now());
+                true
+            }
             _ => false,
         }
     }
@@ -196,6 +206,7 @@ impl Sim {
             .get_mut(&(namespace.to_owned(), machine.to_owned()))
         {
             Some(MachineRuntime::Running { node, .. }) => node.stop_kubelet(),
+            Some(MachineRuntime::Real(node)) => node.stop_kubelet(),
             _ => false,
         }
     }
@@ -214,6 +225,7 @@ impl Sim {
                     Some(netns) => (netns.clone(), state.partitions.clone()),
                     None => return false,
                 },
+                Some(MachineRuntime::Real(node)) => (node.netns.clone(), state.partitions.clone()),
                 _ => return false,
             }
         };
@@ -266,6 +278,18 @@ impl SimView {
                     joined_as_learner: node.joined_as_learner,
                     pids: node.pids(),
                 }),
+                MachineRuntime::Real(node) if *node.last_seen() == Bootstrap::Succeeded => {
+                    Some(NodeInfo {
+                        namespace: ns.clone(),
+                        machine: machine.clone(),
+                        node: node.name.clone(),
+                        control_plane: node.control_plane,
+                        etcd_client_url: node.etcd_client_url(),
+                        // kubeadm's learner path is the node's own business here.
+                        joined_as_learner: None,
+                        pids: node.pid().into_iter().collect(),
+                    })
+                }
                 _ => None,
             })
             .collect()
@@ -317,6 +341,13 @@ impl SimView {
                     text
                 }
                 MachineRuntime::Running { node, .. } => format!("running as node {}", node.name),
+                MachineRuntime::Real(node) => format!(
+                    "real node at {}, {:?} after {:.0?}\n  {}",
+                    node.ip(),
+                    node.last_seen(),
+                    node.since.elapsed(),
+                    node.describe().replace('\n', "\n  ")
+                ),
                 MachineRuntime::Failed {
                     reason, message, ..
                 } => format!("failed: {reason}: {message}"),
@@ -345,6 +376,10 @@ struct State {
     /// Where nodes get their own network namespace and run real kubeadm; `None`: loopback addresses and
     /// kubeadm imitated (see [`crate::real_kubeadm::fabric`]).
     fabric: Option<Arc<crate::netns::Fabric>>,
+    /// Why there is no fabric, for clusters of real nodes, which need one.
+    no_fabric: Option<String>,
+    /// What real nodes have installed, found at the first real node.
+    components: Option<Arc<NodeComponents>>,
     /// By (namespace, SimCluster name).
     clusters: HashMap<Key, ClusterRuntime>,
     /// By (namespace, Machine name).
@@ -364,6 +399,11 @@ struct ClusterRuntime {
     workload: Option<kube::Client>,
     /// A fault for the next control-plane join.
     next_join_fault: Option<Fault>,
+    /// What its machines are.
+    nodes: NodeBackend,
+    /// The index of the next real node's pod network ([`real_node::pod_subnet`]); never reused, so that
+    /// a route left to a node that went leads nowhere another node is.
+    next_pod_subnet: u32,
 }
 
 enum MachineRuntime {
@@ -384,6 +424,8 @@ enum MachineRuntime {
         reason: String,
         message: String,
     },
+    /// A node of the real-node backend, from boot to power-off.
+    Real(Box<RealNode>),
     /// The node went away (fault injected); the Machine stays, as it would on a real cloud.
     Lost {
         ip: std::net::Ipv4Addr,
@@ -579,6 +621,8 @@ impl Controller {
                         lb,
                         workload: None,
                         next_join_fault: None,
+                        nodes: sc.spec.nodes,
+                        next_pod_subnet: 0,
                     },
                 );
             }
@@ -647,6 +691,11 @@ impl Controller {
                             if state.cluster_of.get(key) == Some(cluster_key) =>
                         {
                             node.cluster_ca.clone()
+                        }
+                        MachineRuntime::Real(node)
+                            if state.cluster_of.get(key) == Some(cluster_key) =>
+                        {
+                            node.cluster_ca()
                         }
                         _ => None,
                     })?;
@@ -1199,6 +1248,12 @@ impl Controller {
             .as_ref()
             .and_then(|d| d.get("value"))
             .map(|v| String::from_utf8_lossy(&v.0).into_owned());
+        let backend = self.lock().clusters.get(cluster_key).map(|c| c.nodes);
+        if backend == Some(NodeBackend::Real) {
+            return self
+                .start_real_boot(machine, sim, secret_name, data, cluster_key)
+                .await;
+        }
         let Some((endpoint, workload, next_fault)) =
             self.lock().clusters.get(cluster_key).map(|c| {
                 (
@@ -1326,9 +1381,18 @@ impl Controller {
                 },
             );
         }
-        // The VM exists now: the infrastructure machine is provisioned.
-        let sim_api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
-        let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
+        self.provisioned(&ns, &name, sim).await
+    }
+
+    /// The VM exists: the infrastructure machine is provisioned, with its provider ID.
+    async fn provisioned(
+        &self,
+        ns: &str,
+        machine: &str,
+        sim: &SimMachine,
+    ) -> Result<(), kube::Error> {
+        let sim_api = self.dynamic(ns, crate::api::GROUP, "SimMachine");
+        let patch = json!({ "spec": { "providerID": real_node::instance_id(ns, machine) } });
         sim_api
             .patch(
                 &sim.name_any(),
@@ -1337,6 +1401,177 @@ impl Controller {
             )
             .await?;
         Ok(())
+    }
+
+    /// Boots the machine as a real node ([`real_node`]), or records why it cannot.
+    async fn start_real_boot(
+        &mut self,
+        machine: &Machine,
+        sim: &SimMachine,
+        secret_name: &str,
+        data: Option<String>,
+        cluster_key: &Key,
+    ) -> Result<(), kube::Error> {
+        let ns = machine.namespace().unwrap_or_default();
+        let name = machine.name_any();
+        let key = (ns.clone(), name.clone());
+        let cluster = self
+            .api::<Cluster>(&ns)
+            .get_opt(&machine.spec.cluster_name)
+            .await?;
+        let pods =
+            cluster.and_then(|c| c.spec.cluster_network?.pods?.cidr_blocks.into_iter().next());
+        let request = match self
+            .real_boot_request(machine, secret_name, data, pods, cluster_key)
+            .await
+        {
+            Ok(Some(request)) => request,
+            Ok(None) => return Ok(()),
+            Err((reason, message)) => {
+                tracing::warn!(machine = %name, reason, %message, "cannot boot a real node");
+                self.lock().machines.insert(
+                    key,
+                    MachineRuntime::Failed {
+                        ip: None,
+                        reason: reason.into(),
+                        message,
+                    },
+                );
+                return Ok(());
+            }
+        };
+        let ip = request.netns.ip();
+        tracing::info!(machine = %name, %ip, pod_network = %request.pod_subnet, "booting a real node");
+        // On this thread, one of the runtime's, which lives as long as the simulator: the node's
+        // systemd-nspawn dies with the thread that started it (testenv::process), and a blocking-pool
+        // thread ends after a few idle seconds. The start takes well under a second (mount, files,
+        // routes); cloud-init goes on in the node.
+        let booted = RealNode::boot(request);
+        let runtime = match booted {
+            Ok(node) => {
+                // In the pool from the start, as a cloud's load balancer has a VM's address: kubeadm
+                // init itself reaches its API server through the control-plane endpoint. Until that
+                // listens, connections go to the next backend.
+                if let (Some(addr), Some(c)) =
+                    (node.api_server(), self.lock().clusters.get(cluster_key))
+                {
+                    c.lb.add_backend(addr);
+                }
+                MachineRuntime::Real(Box::new(node))
+            }
+            Err(message) => {
+                tracing::warn!(machine = %name, %message, "the real node did not start");
+                self.lock()
+                    .failed_boots
+                    .push((ns.clone(), name.clone(), message.clone()));
+                MachineRuntime::Failed {
+                    ip: Some(ip),
+                    reason: "NodeNotStarted".into(),
+                    message,
+                }
+            }
+        };
+        {
+            let mut state = self.lock();
+            state.cluster_of.insert(key.clone(), cluster_key.clone());
+            state.machines.insert(key, runtime);
+        }
+        self.provisioned(&ns, &name, sim).await
+    }
+
+    /// What a real node boots with; `Ok(None)` when the next pass should try again, the reason and
+    /// message of a machine that cannot boot as a real node otherwise.
+    async fn real_boot_request(
+        &mut self,
+        machine: &Machine,
+        secret_name: &str,
+        data: Option<String>,
+        pods: Option<String>,
+        cluster_key: &Key,
+    ) -> Result<Option<RealBoot>, (&'static str, String)> {
+        let ns = machine.namespace().unwrap_or_default();
+        let name = machine.name_any();
+        let user_data = data.ok_or_else(|| {
+            (
+                "InvalidBootstrapData",
+                format!("bootstrap data secret {secret_name} has no key `value`"),
+            )
+        })?;
+        let unavailable = |message: String| ("RealNodesUnavailable", message);
+        let fabric = {
+            let state = self.lock();
+            state.fabric.clone().ok_or_else(|| {
+                let why = state.no_fabric.clone().unwrap_or_default();
+                unavailable(format!("real nodes need network namespaces: {why}"))
+            })?
+        };
+        let found = self.lock().components.clone();
+        let components = match found {
+            Some(components) => components,
+            None => {
+                let found = tokio::task::spawn_blocking(NodeComponents::current)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?
+                    .map_err(|e| unavailable(e.to_string()))?;
+                let found = Arc::new(found);
+                self.lock().components = Some(found.clone());
+                found
+            }
+        };
+        let release = testenv::binaries::ToolModule::KubernetesNode.version();
+        let wanted = machine.spec.version.clone().unwrap_or_default();
+        if wanted.trim_start_matches('v') != release.trim_start_matches('v') {
+            return Err((
+                "MachineImageMismatch",
+                format!(
+                    "real nodes carry Kubernetes {release} (hack/tools/k8s-node); Machine {name} asks for {wanted:?}"
+                ),
+            ));
+        }
+        let cidr = pods.ok_or_else(|| {
+            (
+                "InvalidPodNetwork",
+                "real nodes need the Cluster's spec.clusterNetwork.pods.cidrBlocks: each node routes a /24 of it".to_owned(),
+            )
+        })?;
+        let index = self
+            .lock()
+            .clusters
+            .get(cluster_key)
+            .map_or(0, |c| c.next_pod_subnet);
+        let pod_subnet =
+            real_node::pod_subnet(&cidr, index).map_err(|e| ("InvalidPodNetwork", e))?;
+        let netns = match fabric.node() {
+            Ok(netns) => Arc::new(netns),
+            Err(e) => {
+                tracing::warn!(machine = %name, error = %e, "no network for the node; next pass retries");
+                return Ok(None);
+            }
+        };
+        let mut state = self.lock();
+        if let Some(c) = state.clusters.get_mut(cluster_key) {
+            c.next_pod_subnet = index + 1;
+        }
+        let peers = state
+            .machines
+            .iter()
+            .filter(|(key, _)| state.cluster_of.get(*key) == Some(cluster_key))
+            .filter_map(|(_, runtime)| match runtime {
+                MachineRuntime::Real(node) => Some((node.netns.clone(), node.pod_subnet.clone())),
+                _ => None,
+            })
+            .collect();
+        Ok(Some(RealBoot {
+            namespace: ns.clone(),
+            machine: name.clone(),
+            dir: self.options.dir.join(&ns).join(&name),
+            netns,
+            user_data,
+            components,
+            pod_subnet,
+            control_plane: machine.labels().contains_key(CONTROL_PLANE_LABEL),
+            peers,
+        }))
     }
 
     /// Moves finished boots to Running or Failed; loses nodes whose fault says so.
@@ -1428,6 +1663,34 @@ impl Controller {
                     });
                 }
             }
+            // Powered off (fault injected): its kubelet stops posting status, and the workload cluster's
+            // node-lifecycle controller makes of it what it does.
+            MachineRuntime::Real(node) if node.lose_at.is_some_and(|t| Instant::now() >= t) => {
+                tracing::info!(node = %node.name, "real node powered off (fault injected)");
+                if let (Some(addr), Some(c)) = (node.api_server(), clusters.get(cluster_key)) {
+                    c.lb.remove_backend(addr);
+                }
+                let (ip, name) = (node.ip(), node.name.clone());
+                let MachineRuntime::Real(node) =
+                    std::mem::replace(runtime, MachineRuntime::Lost { ip, node: name })
+                else {
+                    unreachable!("matched above");
+                };
+                tokio::task::spawn_blocking(move || node.power_off());
+            }
+            MachineRuntime::Real(node) if *node.last_seen() == Bootstrap::Running => {
+                match node.bootstrap().clone() {
+                    Bootstrap::Running => {}
+                    Bootstrap::Succeeded => {
+                        tracing::info!(machine = %key.1, elapsed = ?node.since.elapsed(), "real node bootstrapped");
+                    }
+                    // The VM keeps running, as a cloud's does; its Machine reports the failure.
+                    Bootstrap::Failed(message) => {
+                        tracing::warn!(machine = %key.1, %message, "real node's bootstrap failed");
+                        failed_boots.push((key.0.clone(), key.1.clone(), message));
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -1442,6 +1705,16 @@ impl Controller {
             Some(MachineRuntime::Running { node, .. }) => {
                 ("Running", Some(node.name.clone()), Some(node.ip), None)
             }
+            Some(MachineRuntime::Real(node)) => match node.last_seen() {
+                Bootstrap::Running => ("Provisioned", None, Some(node.ip()), None),
+                Bootstrap::Succeeded => ("Running", Some(node.name.clone()), Some(node.ip()), None),
+                Bootstrap::Failed(message) => (
+                    "Failed",
+                    None,
+                    Some(node.ip()),
+                    Some(("BootstrapFailed".to_owned(), message.clone())),
+                ),
+            },
             Some(MachineRuntime::Lost { ip, node }) => (
                 "Running",
                 Some(node.clone()),
@@ -1652,6 +1925,12 @@ impl Controller {
                 }
                 Some(node.name.clone())
             }
+            Some(MachineRuntime::Real(node)) => {
+                if let (Some(addr), Some(c)) = (node.api_server(), cluster) {
+                    c.lb.remove_backend(addr);
+                }
+                (*node.last_seen() == Bootstrap::Succeeded).then(|| node.name.clone())
+            }
             Some(MachineRuntime::Lost { node, .. }) => Some(node.clone()),
             _ => None,
         };
@@ -1808,6 +2087,9 @@ fn stop_runtime(runtime: Option<MachineRuntime>) {
     match runtime {
         Some(MachineRuntime::Booting { task, .. }) => task.abort(),
         Some(MachineRuntime::Running { mut node, .. }) => {
+            tokio::task::spawn_blocking(move || node.power_off());
+        }
+        Some(MachineRuntime::Real(node)) => {
             tokio::task::spawn_blocking(move || node.power_off());
         }
         _ => {}

@@ -8,6 +8,8 @@
 //! [`kubelet`]); otherwise (the fallback releases, or `SIM_KUBEADM=imitate`) the node imitates kubeadm
 //! with the same real processes on a loopback address of its own. Each cluster's control-plane endpoint
 //! is a TCP load balancer in front of the live nodes' API servers ([`network`]).
+//! A SimCluster with `spec.nodes: Real` gets real nodes instead ([`real_node`]): systemd-nspawn machines that
+//! boot the bootstrap data with real cloud-init, containerd and kubelet ([`nspawn`]).
 //! Faults are injected by annotation ([`faults`]). Dropping a [`Sim`] stops every process it started.
 
 pub mod api;
@@ -21,5 +23,6 @@ pub mod network;
 pub mod node;
 pub mod nspawn;
 pub mod real_kubeadm;
+pub mod real_node;
 
 pub use controller::{NodeInfo, Sim, SimOptions, SimView};

@@ -109,8 +109,10 @@ pub enum Bootstrap {
     Failed(String),
 }
 
-/// A running node. Dropping it stops it (SIGTERM to `systemd-nspawn`, which shuts systemd down; SIGKILL
-/// after [`SHUTDOWN_GRACE`], which ends every process in the node's PID namespace) and unmounts its root.
+/// A running node. Dropping it stops it (SIGTERM to `systemd-nspawn`, which shuts systemd down; after
+/// [`SHUTDOWN_GRACE`], or when systemd-nspawn ended without it, every process left in the node's cgroups
+/// is killed: the node's systemd outlives a killed systemd-nspawn, adopted by this machine's init) and
+/// unmounts its root.
 pub struct NspawnNode {
     name: String,
     dir: PathBuf,
@@ -145,6 +147,7 @@ impl NspawnNode {
             .args(["-t", "overlay", "overlay", "-o", &options])
             .arg(&root))
         .map_err(|e| failed("mount its root", e))?;
+        Orphans::record(spec.name, &root);
         // From here on, dropping the value unmounts the root.
         let mut node = Self {
             name: spec.name.to_owned(),
@@ -220,6 +223,10 @@ impl NspawnNode {
         node.cgroups = Some(cgroups);
         node_started();
         node.counted = true;
+        if spec.kubernetes.is_some() {
+            let max = kube_proxy_conntrack_max().to_string();
+            write_sysctls(&[(CONNTRACK_MAX.to_owned(), max)]);
+        }
         let log = spec.dir.join("console.log");
         node.nspawn = Some(
             Process::spawn(&format!("node {}", spec.name), command, &log)
@@ -438,6 +445,18 @@ impl NspawnNode {
         testenv::process::log_tail(&self.dir.join("console.log"), lines)
     }
 
+    /// Powers the node off as a hypervisor does: every process in it ends at once, nothing shuts down;
+    /// then its root is unmounted and its cgroups removed, as [`NspawnNode::stop`] does.
+    pub fn power_off(&mut self) {
+        if let Some(cgroups) = &self.cgroups {
+            cgroups.kill_all(&self.name);
+        }
+        if let Some(mut nspawn) = self.nspawn.take() {
+            nspawn.kill();
+        }
+        self.stop();
+    }
+
     /// Stops the node and unmounts its root; its folder stays (the upper layer: what the node wrote).
     pub fn stop(&mut self) {
         if let Some(mut nspawn) = self.nspawn.take() {
@@ -448,6 +467,7 @@ impl NspawnNode {
             nspawn.kill();
         }
         if let Some(cgroups) = self.cgroups.take() {
+            cgroups.kill_all(&self.name);
             cgroups.remove(&self.name);
         }
         if std::mem::take(&mut self.counted) {
@@ -459,6 +479,7 @@ impl NspawnNode {
             tracing::warn!(node = %self.name, error = %e, "root still busy; detaching it");
             let _ = run(Command::new("umount").arg("--lazy").arg(&self.root));
         }
+        Orphans::forget(&self.name);
     }
 
     /// The node's root folder (the merged view; mounted while the node exists).
@@ -599,8 +620,20 @@ const MACHINE_SYSCTLS: [&str; 4] = [
     "vm/overcommit_memory",
     "kernel/panic",
     "kernel/panic_on_oops",
-    "net/netfilter/nf_conntrack_max",
+    CONNTRACK_MAX,
 ];
+
+const CONNTRACK_MAX: &str = "net/netfilter/nf_conntrack_max";
+
+/// The connection-tracking table size kube-proxy sets when it starts, by its defaults: 32768 entries per
+/// core, at least 131072. The table is the machine's, and only the machine's first network namespace
+/// may resize it: a node's kube-proxy, in the node's namespace, would fail at start where a VM's
+/// succeeds. So while Kubernetes nodes run the machine's table has exactly that size (kube-proxy writes
+/// it only when it differs), recorded and restored with the settings the kubelet rewrites.
+fn kube_proxy_conntrack_max() -> u64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    (32768 * cores).max(131072)
+}
 
 /// Nodes running in this process, and the machine's settings from before the first.
 static RUNNING: std::sync::Mutex<(usize, Vec<(String, String)>)> =
@@ -618,6 +651,7 @@ fn node_started() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if running.0 == 0 {
+        Orphans::reclaim();
         let left: Option<(u32, Vec<(String, String)>)> = std::fs::read_to_string(sysctl_record())
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok());
@@ -654,7 +688,7 @@ fn write_sysctls(values: &[(String, String)]) {
         if std::fs::read_to_string(&path).is_ok_and(|now| now.trim() != value)
             && let Err(e) = std::fs::write(&path, value)
         {
-            tracing::warn!(key, value, error = %e, "could not restore a kernel setting");
+            tracing::warn!(key, value, error = %e, "could not write a kernel setting");
         }
     }
 }
@@ -673,7 +707,72 @@ fn node_stopped() {
 /// The cgroup of node `name` in every hierarchy: per process too, so that nodes of the same name in two
 /// processes (two test runs) are not one.
 fn cgroup_name(name: &str) -> String {
-    format!("node-{name}-{}", std::process::id())
+    cgroup_name_of(name, std::process::id())
+}
+
+fn cgroup_name_of(name: &str, pid: u32) -> String {
+    format!("node-{name}-{pid}")
+}
+
+/// Nodes of processes that died without stopping them. A process's systemd-nspawn dies with it, but the
+/// node does not: its systemd, containerd, kubelet and containers go on, adopted by this machine's init,
+/// in cgroups named after the dead process, over a root still mounted. Each node's root is recorded
+/// under its process's PID while it runs; the first node a process boots stops those of dead processes.
+struct Orphans;
+
+impl Orphans {
+    fn dir() -> PathBuf {
+        testenv::binaries::cache_root().join("nodes")
+    }
+
+    fn entry(name: &str, pid: u32) -> PathBuf {
+        Self::dir().join(format!("{pid}-{name}"))
+    }
+
+    fn record(name: &str, root: &Path) {
+        let written = std::fs::create_dir_all(Self::dir()).and_then(|()| {
+            std::fs::write(
+                Self::entry(name, std::process::id()),
+                root.as_os_str().as_encoded_bytes(),
+            )
+        });
+        if let Err(e) = written {
+            tracing::warn!(node = name, error = %e, "could not record the node's root");
+        }
+    }
+
+    fn forget(name: &str) {
+        let _ = std::fs::remove_file(Self::entry(name, std::process::id()));
+    }
+
+    /// Stops the nodes of dead processes: their processes killed, cgroups removed, roots unmounted.
+    fn reclaim() {
+        for entry in std::fs::read_dir(Self::dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let Some((pid, name)) = file
+                .split_once('-')
+                .and_then(|(pid, name)| Some((pid.parse::<u32>().ok()?, name.to_owned())))
+            else {
+                continue;
+            };
+            if testenv::process::pid_alive(pid) {
+                continue;
+            }
+            tracing::warn!(node = %name, pid, "stopping a node a dead process left running");
+            let cgroups = NodeCgroups::existing(&cgroup_name_of(&name, pid));
+            cgroups.kill_all(&name);
+            cgroups.remove(&name);
+            let root = PathBuf::from(std::fs::read_to_string(entry.path()).unwrap_or_default());
+            if mounted(&root) {
+                let _ = run(Command::new("umount").arg("--lazy").arg(&root));
+            }
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// A node's cgroups: [`cgroup_name`] in every hierarchy.
@@ -682,6 +781,16 @@ struct NodeCgroups {
 }
 
 impl NodeCgroups {
+    /// The cgroups named `cgroup` that exist, in every hierarchy.
+    fn existing(cgroup: &str) -> Self {
+        let dirs = CGROUP_HIERARCHIES
+            .iter()
+            .map(|h| Path::new("/sys/fs/cgroup").join(h).join(cgroup))
+            .filter(|d| d.is_dir())
+            .collect();
+        Self { dirs }
+    }
+
     fn create(name: &str) -> std::io::Result<Self> {
         let mut dirs = Vec::new();
         for hierarchy in CGROUP_HIERARCHIES {
@@ -719,6 +828,37 @@ impl NodeCgroups {
         }
     }
 
+    /// Kills every process of the node at once: frozen first (v1 freezer), so that none forks past the
+    /// kill, then SIGKILL to each, then thawed so that the signals land.
+    fn kill_all(&self, name: &str) {
+        let freezer = self
+            .dirs
+            .iter()
+            .find(|d| d.starts_with("/sys/fs/cgroup/freezer"));
+        let state = freezer.map(|d| d.join("freezer.state"));
+        if let Some(state) = &state
+            && let Err(e) = std::fs::write(state, "FROZEN")
+        {
+            tracing::warn!(node = name, error = %e, "could not freeze the node before killing it");
+        }
+        let Some(dir) = freezer.or(self.dirs.first()) else {
+            return;
+        };
+        for pid in cgroup_pids(dir) {
+            testenv::process::kill_pid(pid);
+        }
+        if let Some(state) = &state {
+            let _ = std::fs::write(state, "THAWED");
+        }
+        for _ in 0..100 {
+            if cgroup_pids(dir).is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::warn!(node = name, "processes of a powered-off node still run");
+    }
+
     /// Removes the node's cgroups, the ones its systemd, containerd and kubelet made below first.
     fn remove(self, name: &str) {
         for dir in self.dirs {
@@ -727,6 +867,21 @@ impl NodeCgroups {
             }
         }
     }
+}
+
+/// The processes in cgroup `dir` and every cgroup below it.
+fn cgroup_pids(dir: &Path) -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            pids.extend(cgroup_pids(&entry.path()));
+        }
+    }
+    pids
 }
 
 fn remove_cgroup(dir: &Path) -> std::io::Result<()> {
@@ -1217,7 +1372,6 @@ files:
             &cluster.user_data(Role::Init, "real-cp", &endpoint, None),
         );
         let client = cluster.admin(&endpoint).await;
-        limit_conntrack_in_the_node(&client).await;
         let join = cluster.join_facts(&client, &endpoint).await;
         let worker = cluster.boot(
             "real-worker",
@@ -1352,29 +1506,5 @@ files:
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         stop_and_check(vec![worker, cp], &before);
-    }
-
-    /// kube-proxy sets the kernel's conntrack table size by default, which only this machine's own network
-    /// namespace may: a node here is a namespace. Told to leave it (`conntrack.maxPerCore: 0`, what
-    /// kube-proxy documents for this case), through the ConfigMap kubeadm wrote, as a cluster's admin
-    /// would; its pods restart with it.
-    async fn limit_conntrack_in_the_node(client: &kube::Client) {
-        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-        let maps = kube::Api::<ConfigMap>::namespaced(client.clone(), "kube-system");
-        let mut map = maps.get("kube-proxy").await.unwrap();
-        let data = map.data.as_mut().unwrap();
-        let config = data.get_mut("config.conf").unwrap();
-        assert!(config.contains("maxPerCore: null"), "{config}");
-        *config = config.replace("maxPerCore: null", "maxPerCore: 0");
-        maps.replace("kube-proxy", &Default::default(), &map)
-            .await
-            .unwrap();
-        kube::Api::<Pod>::namespaced(client.clone(), "kube-system")
-            .delete_collection(
-                &Default::default(),
-                &kube::api::ListParams::default().labels("k8s-app=kube-proxy"),
-            )
-            .await
-            .unwrap();
     }
 }

@@ -141,6 +141,13 @@ pub fn set_paused(pid: u32, paused: bool) -> bool {
     unsafe { libc::kill(pid as libc::pid_t, signal) == 0 }
 }
 
+/// Sends SIGKILL to the process with this PID (one this process did not start: its parent reaps it);
+/// false when no such process could be signalled.
+pub fn kill_pid(pid: u32) -> bool {
+    // SAFETY: sends a signal to a PID; no memory is shared.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) == 0 }
+}
+
 /// True while a process with this PID exists (and is not a zombie we own).
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.

@@ -24,6 +24,11 @@ pub const SIM_TEMPLATE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../templates/cluster-template-sim.yaml"
 );
+/// The same cluster on real nodes of the simulated infrastructure (`spec.nodes: Real`).
+pub const REAL_NODES_TEMPLATE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../templates/cluster-template-sim-real.yaml"
+);
 /// The ClusterClass (with its templates) this project ships for simulated infrastructure.
 pub const SIM_CLUSTER_CLASS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

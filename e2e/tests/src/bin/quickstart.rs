@@ -2,15 +2,19 @@
 //! kube-apiserver), both managers with their webhooks, the simulated infrastructure, and a cluster from
 //! `templates/cluster-template-sim.yaml` (3 control-plane machines, 2 workers by default) whose machines
 //! run real etcd members and kube-apiservers. Shows the progress until the cluster is ready, then how to
-//! look at it, roll it by bumping a generation counter, and tear it down (Ctrl-C).
+//! look at it, roll it by bumping a generation counter, and tear it down (Ctrl-C). With `--nodes real` the
+//! machines are real nodes instead (`templates/cluster-template-sim-real.yaml`): systemd-nspawn machines
+//! that boot the bootstrap data with real cloud-init, containerd and kubelet.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use e2e_tests::env::{NS, SIM_TEMPLATE, all_crds, apply_yaml, start_core, start_managers};
+use clap::{Parser, ValueEnum};
+use e2e_tests::env::{
+    NS, REAL_NODES_TEMPLATE, SIM_TEMPLATE, all_crds, apply_yaml, start_core, start_managers,
+};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::Machine;
@@ -41,16 +45,53 @@ struct Args {
     /// Stop everything once the cluster is ready instead of waiting for Ctrl-C.
     #[arg(long)]
     exit_when_ready: bool,
+    /// What the machines are: simulated (fast), or real systemd-nspawn nodes booting with real
+    /// cloud-init, containerd and kubelet (`hack/install-testenv.sh quickstart nodes` builds them).
+    #[arg(long, value_enum, default_value_t = Nodes::Simulated)]
+    nodes: Nodes,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Nodes {
+    Simulated,
+    Real,
+}
+
+impl Nodes {
+    /// The template's path, and its name as the user sees it.
+    fn template(self) -> (&'static str, &'static str) {
+        match self {
+            Nodes::Simulated => (SIM_TEMPLATE, "templates/cluster-template-sim.yaml"),
+            Nodes::Real => (
+                REAL_NODES_TEMPLATE,
+                "templates/cluster-template-sim-real.yaml",
+            ),
+        }
+    }
+
+    /// The Kubernetes release the machines run: real nodes carry the one `hack/tools/k8s-node` builds.
+    fn kubernetes_version(self) -> String {
+        match self {
+            Nodes::Simulated => "v1.33.1".into(),
+            Nodes::Real => testenv::binaries::ToolModule::KubernetesNode.version(),
+        }
+    }
 }
 
 /// The settings the template is rendered with, written where the user can bump them.
-const SETTINGS: &str = "\
-# Settings for templates/cluster-template-sim.yaml (see templates/clusterctl.yaml.example).
+fn settings(nodes: Nodes) -> String {
+    format!(
+        "\
+# Settings for {} (see templates/clusterctl.yaml.example).
 # Bump a counter and re-apply the rendered template to roll that group of machines.
 CONTROL_PLANE_MACHINE_GEN: genc01
 WORKER_MACHINE_GEN: genw01
-KUBERNETES_VERSION: v1.33.1
-";
+KUBERNETES_VERSION: {}
+",
+        nodes.template().1,
+        nodes.kubernetes_version()
+    )
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -66,6 +107,14 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> Result<(), String> {
     let started = Instant::now();
+    if args.nodes == Nodes::Real {
+        // Said before anything starts: what is missing, and what builds it.
+        sim::nspawn::NodeComponents::current().map_err(|e| {
+            format!(
+                "real nodes: {e}\n(`make quickstart QUICKSTART_ARGS='--nodes real'` installs and builds what they run)"
+            )
+        })?;
+    }
     std::fs::create_dir_all(&args.dir)
         .map_err(|e| format!("create {}: {e}", args.dir.display()))?;
     let run_dir = tempfile::Builder::new()
@@ -97,7 +146,15 @@ async fn run(args: &Args) -> Result<(), String> {
         .client()
         .await
         .map_err(|e| format!("management client: {e}"))?;
-    step(started, "starting the simulated infrastructure");
+    step(
+        started,
+        match args.nodes {
+            Nodes::Simulated => "starting the simulated infrastructure",
+            Nodes::Real => {
+                "starting the simulated infrastructure with real nodes (systemd-nspawn, cloud-init, containerd, kubelet)"
+            }
+        },
+    );
     let sim = Sim::start(
         client.clone(),
         SimOptions {
@@ -109,7 +166,7 @@ async fn run(args: &Args) -> Result<(), String> {
     );
 
     let settings_path = workdir.join("clusterctl.yaml");
-    std::fs::write(&settings_path, SETTINGS)
+    std::fs::write(&settings_path, settings(args.nodes))
         .map_err(|e| format!("write {}: {e}", settings_path.display()))?;
     let rendered = render(args, &settings_path)?;
     let cluster_yaml = workdir.join("cluster.yaml");
@@ -128,6 +185,8 @@ async fn run(args: &Args) -> Result<(), String> {
 
     let deadline = Instant::now() + Duration::from_secs(args.timeout_seconds);
     let mut last = String::new();
+    let stop = stop_signal();
+    tokio::pin!(stop);
     loop {
         let progress = Progress::read(&client, &args.name).await;
         let line = progress.line();
@@ -145,7 +204,14 @@ async fn run(args: &Args) -> Result<(), String> {
                 workdir.display()
             ));
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = &mut stop => {
+                // Everything this command started stops as the values holding it drop.
+                println!("stopping before the cluster was ready ...");
+                return Ok(());
+            }
+        }
     }
 
     let workload_kubeconfig = workdir.join("workload.kubeconfig");
@@ -159,11 +225,27 @@ async fn run(args: &Args) -> Result<(), String> {
             "\nPress Ctrl-C to stop every process and remove {}",
             workdir.display()
         );
-        let _ = tokio::signal::ctrl_c().await;
+        stop.await;
         println!("stopping ...");
     }
     drop(sim);
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM: either stops every process and node this command started.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 fn step(started: Instant, what: &str) {
@@ -171,8 +253,8 @@ fn step(started: Instant, what: &str) {
 }
 
 fn render(args: &Args, settings_path: &Path) -> Result<String, String> {
-    let template =
-        std::fs::read_to_string(SIM_TEMPLATE).map_err(|e| format!("read {SIM_TEMPLATE}: {e}"))?;
+    let (path, name) = args.nodes.template();
+    let template = std::fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
     let settings = Settings::load(Some(settings_path), std::env::vars())
         .and_then(|s| {
             s.for_cluster(&ClusterOptions {
@@ -184,7 +266,7 @@ fn render(args: &Args, settings_path: &Path) -> Result<String, String> {
             })
         })
         .map_err(|e| e.to_string())?;
-    generate(&template, "templates/cluster-template-sim.yaml", &settings).map_err(|e| e.to_string())
+    generate(&template, name, &settings).map_err(|e| e.to_string())
 }
 
 /// What the progress line shows.
@@ -298,18 +380,19 @@ Look at it (kubectl comes with Debian's kubernetes-client package):
   export KUBECONFIG={management}
   kubectl get cluster,kcp,machinedeployments,machines
   kubectl get machines -L controlplane.cluster.x-k8s.io/machine-generation
-  kubectl --kubeconfig {workload} get nodes
+  kubectl --kubeconfig {workload} get nodes -o wide
   kubectl --kubeconfig {workload} -n kube-system get pods
 
 Roll every control-plane machine to a new generation (one at a time, etcd never below quorum):
   target/debug/controlplane-manager bump-generation --control-plane {settings}
-  target/debug/controlplane-manager generate cluster {name} --from templates/cluster-template-sim.yaml \\
+  target/debug/controlplane-manager generate cluster {name} --from {template} \\
       --config {settings} --control-plane-machine-count {cp} --worker-machine-count {workers} \\
     | kubectl apply --server-side --force-conflicts --field-manager e2e -f -
   kubectl get kcp {name}-control-plane -w
 (--workers instead of --control-plane rolls the workers through a new MachineSet.)
 
 Tear it down: Ctrl-C here stops every process this command started.",
+        template = args.nodes.template().1,
         cp = args.control_plane_machine_count,
         workers = args.worker_machine_count,
     );
