@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
+.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-scale soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -35,9 +35,12 @@ dev: testenv build ## Start a local management plane with our CRDs, Cluster API'
 test: lint testenv ## What CI runs: make lint, then unit, integration and end-to-end tests (real etcd and kube-apiserver) with cargo nextest
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
 
-test-nodes: ## What real nodes run, which `make test` does not build yet: the node images (kubeadm's list, built from Go modules) in a real containerd, and our init bootstrap data running kubeadm init on a systemd-nspawn node with a real kubelet (hack/install-testenv.sh nodes first; about 7 minutes of builds when cold)
-	hack/install-testenv.sh nodes
+test-nodes: testenv ## Real nodes piece by piece, beyond what `make test` runs of them: the node images (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 5 minutes)
 	$(CARGO) nextest run -p testenv -p sim --profile $(NEXTEST_PROFILE) --run-ignored only
+
+e2e-real: testenv ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape (about 6 minutes)
+	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
+	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --run-ignored only -E 'test(/^real_nodes::/)' --no-capture
 
 e2e: testenv ## End-to-end scenarios: both managers as processes, simulated machines running real etcd + kube-apiserver
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
@@ -47,8 +50,8 @@ e2e: testenv ## End-to-end scenarios: both managers as processes, simulated mach
 	echo "$$(grep -cE '^ +PASS ' target/e2e.log) passed, $$(grep -cE '^ +(FAIL|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL) ' target/e2e.log) failed"; \
 	exit $$status
 
-testenv: ## Install the Debian packages, cargo-nextest, rustfmt and clippy; build kube-apiserver, kubeadm, etcd and Cluster API once (cached in ~/.cache)
-	hack/install-testenv.sh
+testenv: ## Install the Debian packages, cargo-nextest, rustfmt and clippy; build kube-apiserver, kubeadm, etcd, Cluster API and what real nodes run (kubelet, containerd's images, ...) once (cached in ~/.cache)
+	hack/install-testenv.sh nodes
 
 packages: ## Only the Debian packages (protoc, make, ...), rustfmt and clippy: what the Rust build and make lint need
 	hack/install-testenv.sh --packages-only

@@ -47,30 +47,61 @@ pub fn port_on(ip: Ipv4Addr, preferred: u16) -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 
+/// How often the load balancer checks each backend: a TCP connection, as a cloud's load balancer makes
+/// (Octavia's and AWS's default monitors for an API server's pool are TCP).
+const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a check's connection may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+/// Failed checks in a row after which a backend leaves the pool: a stopped API server is out within
+/// about three seconds. One check that succeeds brings it back.
+const FALL: u32 = 2;
+
+/// A backend and what its checks found.
+#[derive(Clone, Copy, Debug)]
+struct Backend {
+    address: SocketAddr,
+    /// In the pool. A new backend is not until its first check succeeds.
+    healthy: bool,
+    failures: u32,
+}
+
+type Pool = Arc<Mutex<Vec<Backend>>>;
+
+fn lock(pool: &Pool) -> std::sync::MutexGuard<'_, Vec<Backend>> {
+    pool.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A handle on a load balancer's backends, for a node that joins it while it boots.
 #[derive(Clone, Debug)]
-pub struct Backends(Arc<Mutex<Vec<SocketAddr>>>);
+pub struct Backends(Pool);
 
 impl Backends {
     pub fn add(&self, backend: SocketAddr) {
-        let mut backends = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if !backends.contains(&backend) {
-            backends.push(backend);
+        let mut backends = lock(&self.0);
+        if !backends.iter().any(|b| b.address == backend) {
+            backends.push(Backend {
+                address: backend,
+                healthy: false,
+                failures: 0,
+            });
         }
     }
 }
 
-/// A TCP load balancer: connections to its address go to the first backend that accepts, starting with
-/// the next one after the last used.
+/// A TCP load balancer that health-checks its backends ([`CHECK_INTERVAL`], [`FALL`]): connections go to
+/// the first healthy backend that accepts, starting with the next one after the last used; while none
+/// is healthy (the first API server coming up), to any that accepts.
 pub struct LoadBalancer {
     address: SocketAddr,
-    backends: Arc<Mutex<Vec<SocketAddr>>>,
-    task: tokio::task::JoinHandle<()>,
+    backends: Pool,
+    tasks: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl Drop for LoadBalancer {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -81,12 +112,15 @@ impl LoadBalancer {
             Err(_) => TcpListener::bind((ip, 0)).await?,
         };
         let address = listener.local_addr()?;
-        let backends: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
-        let task = tokio::spawn(serve(listener, backends.clone()));
+        let backends: Pool = Arc::default();
+        let tasks = [
+            tokio::spawn(serve(listener, backends.clone())),
+            tokio::spawn(check(backends.clone())),
+        ];
         Ok(Self {
             address,
             backends,
-            task,
+            tasks,
         })
     }
 
@@ -103,21 +137,55 @@ impl LoadBalancer {
     }
 
     pub fn remove_backend(&self, backend: SocketAddr) {
-        self.backends
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|b| *b != backend);
+        lock(&self.backends).retain(|b| b.address != backend);
     }
 
+    /// Every registered backend, healthy or not.
     pub fn backends(&self) -> Vec<SocketAddr> {
-        self.backends
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.backends).iter().map(|b| b.address).collect()
+    }
+
+    /// The backends in the pool: those whose checks pass.
+    pub fn healthy(&self) -> Vec<SocketAddr> {
+        lock(&self.backends)
+            .iter()
+            .filter(|b| b.healthy)
+            .map(|b| b.address)
+            .collect()
     }
 }
 
-async fn serve(listener: TcpListener, backends: Arc<Mutex<Vec<SocketAddr>>>) {
+/// Checks every backend each [`CHECK_INTERVAL`], all at once.
+async fn check(pool: Pool) {
+    loop {
+        let addresses: Vec<SocketAddr> = lock(&pool).iter().map(|b| b.address).collect();
+        let results = futures::future::join_all(addresses.into_iter().map(|address| async move {
+            let connect = tokio::time::timeout(CHECK_TIMEOUT, TcpStream::connect(address)).await;
+            (address, matches!(connect, Ok(Ok(_))))
+        }))
+        .await;
+        {
+            let mut backends = lock(&pool);
+            for (address, up) in results {
+                let Some(backend) = backends.iter_mut().find(|b| b.address == address) else {
+                    continue;
+                };
+                if up {
+                    backend.failures = 0;
+                    backend.healthy = true;
+                } else {
+                    backend.failures += 1;
+                    if backend.failures >= FALL {
+                        backend.healthy = false;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(CHECK_INTERVAL).await;
+    }
+}
+
+async fn serve(listener: TcpListener, backends: Pool) {
     let turn = Arc::new(AtomicU32::new(0));
     loop {
         let Ok((mut inbound, _)) = listener.accept().await else {
@@ -126,10 +194,19 @@ async fn serve(listener: TcpListener, backends: Arc<Mutex<Vec<SocketAddr>>>) {
         let backends = backends.clone();
         let turn = turn.clone();
         tokio::spawn(async move {
-            let candidates = backends
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let candidates: Vec<SocketAddr> = {
+                let all = lock(&backends);
+                let healthy: Vec<SocketAddr> = all
+                    .iter()
+                    .filter(|b| b.healthy)
+                    .map(|b| b.address)
+                    .collect();
+                if healthy.is_empty() {
+                    all.iter().map(|b| b.address).collect()
+                } else {
+                    healthy
+                }
+            };
             if candidates.is_empty() {
                 return;
             }
@@ -186,5 +263,71 @@ mod tests {
         }
         lb.remove_backend(live_addr);
         assert_eq!(lb.backends(), vec![dead_addr]);
+    }
+
+    /// Answers each connection with `name` until the listener is dropped (the task aborted).
+    fn answering(listener: TcpListener, name: &'static str) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let _ = s.write_all(name.as_bytes()).await;
+            }
+        })
+    }
+
+    async fn ask(lb: &LoadBalancer) -> String {
+        let mut s = TcpStream::connect(lb.address()).await.unwrap();
+        let mut buf = String::new();
+        let _ = s.read_to_string(&mut buf).await;
+        buf
+    }
+
+    async fn wait_healthy(lb: &LoadBalancer, want: &[SocketAddr]) {
+        let deadline = tokio::time::Instant::now() + 4 * CHECK_INTERVAL * FALL;
+        let mut want = want.to_vec();
+        want.sort();
+        loop {
+            let mut healthy = lb.healthy();
+            healthy.sort();
+            if healthy == want {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "healthy {healthy:?}, want {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A backend that stops listening leaves the pool within its checks (no connection is offered to
+    /// it any more, even one that would find it first), and comes back once it listens again; while no
+    /// backend is healthy yet, connections go to any that accepts.
+    #[tokio::test]
+    async fn a_stopped_backend_leaves_the_pool_and_comes_back() {
+        let a = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let b = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let lb = LoadBalancer::start(Ipv4Addr::LOCALHOST, 0).await.unwrap();
+        let a_task = answering(a, "a");
+        lb.add_backend(a_addr);
+        // Before any check: open to whichever accepts.
+        assert_eq!(ask(&lb).await, "a");
+        let b_task = answering(b, "b");
+        lb.add_backend(b_addr);
+        wait_healthy(&lb, &[a_addr, b_addr]).await;
+
+        b_task.abort();
+        let _ = b_task.await;
+        wait_healthy(&lb, &[a_addr]).await;
+        for _ in 0..4 {
+            assert_eq!(ask(&lb).await, "a");
+        }
+
+        let b = TcpListener::bind(b_addr).await.unwrap();
+        let _b_task = answering(b, "b");
+        wait_healthy(&lb, &[a_addr, b_addr]).await;
+        let answers: Vec<String> = futures::future::join_all((0..4).map(|_| ask(&lb))).await;
+        assert!(answers.iter().any(|x| x == "b"), "{answers:?}");
+        a_task.abort();
     }
 }

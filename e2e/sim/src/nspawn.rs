@@ -625,6 +625,15 @@ const MACHINE_SYSCTLS: [&str; 4] = [
 
 const CONNTRACK_MAX: &str = "net/netfilter/nf_conntrack_max";
 
+/// The machine's values of the kernel settings nodes change ([`MACHINE_SYSCTLS`]): what a test compares
+/// before the first node and after the last.
+pub fn machine_sysctls() -> Vec<String> {
+    MACHINE_SYSCTLS
+        .iter()
+        .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
+        .collect()
+}
+
 /// The connection-tracking table size kube-proxy sets when it starts, by its defaults: 32768 entries per
 /// core, at least 131072. The table is the machine's, and only the machine's first network namespace
 /// may resize it: a node's kube-proxy, in the node's namespace, would fail at start where a VM's
@@ -1182,13 +1191,6 @@ files:
                 .await
                 .unwrap()
         }
-    }
-
-    fn machine_sysctls() -> Vec<String> {
-        MACHINE_SYSCTLS
-            .iter()
-            .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
-            .collect()
     }
 
     /// Waits until the control plane's static pods of every machine run as mirror pods.

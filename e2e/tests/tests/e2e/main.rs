@@ -13,6 +13,7 @@ mod management_restart;
 mod partition;
 mod peer;
 mod quickstart;
+mod real_nodes;
 mod restore;
 mod scenarios;
 mod template;
