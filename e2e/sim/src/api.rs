@@ -180,6 +180,11 @@ pub struct SimMachineStatus {
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// What the machine's console shows: `CloudInitSucceeded` once cloud-init finished on a real node
+    /// (False with reason `ModulesFailed` naming each module that failed, whether or not the bootstrap
+    /// succeeded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
 }
 
 /// Labels and annotations a template gives its machines.

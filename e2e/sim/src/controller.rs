@@ -1679,6 +1679,7 @@ impl Controller {
                 tokio::task::spawn_blocking(move || node.power_off());
             }
             MachineRuntime::Real(node) if *node.last_seen() == Bootstrap::Running => {
+                node.look_at_cloud_init();
                 match node.bootstrap().clone() {
                     Bootstrap::Running => {}
                     Bootstrap::Succeeded => {
@@ -1691,6 +1692,7 @@ impl Controller {
                     }
                 }
             }
+            MachineRuntime::Real(node) => node.look_at_cloud_init(),
             _ => {}
         }
     }
@@ -1738,7 +1740,24 @@ impl Controller {
                 ]
             })
             .unwrap_or_default();
+        let console = match state.machines.get(key) {
+            Some(MachineRuntime::Real(node)) => node
+                .cloud_init()
+                .map(|errors| {
+                    let ok = errors.is_empty();
+                    let reason = if ok { "Succeeded" } else { "ModulesFailed" };
+                    vec![condition(
+                        "CloudInitSucceeded",
+                        ok,
+                        reason,
+                        &errors.join("; "),
+                    )]
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         Observed {
+            console,
             phase,
             node,
             provisioned: ip.is_some(),
@@ -1748,17 +1767,28 @@ impl Controller {
     }
 
     /// The SimMachine's status: provisioned once its node has an address (the VM exists).
-    async fn write_sim_machine_status(&mut self, ns: &str, sim: &str, observed: &Observed) {
-        let api = self.dynamic(ns, crate::api::GROUP, "SimMachine");
+    async fn write_sim_machine_status(&mut self, sim: &SimMachine, observed: &Observed) {
+        let ns = sim.namespace().unwrap_or_default();
+        let api = self.dynamic(&ns, crate::api::GROUP, "SimMachine");
         let failure = observed.failure.as_ref();
-        let status = json!({ "status": {
+        let existing: Vec<Value> = sim
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect();
+        let mut status = json!({ "status": {
             "initialization": { "provisioned": observed.provisioned },
             "ready": observed.provisioned,
             "addresses": observed.addresses,
             "failureReason": failure.map(|f| f.0.clone()),
             "failureMessage": failure.map(|f| f.1.clone()),
         } });
-        self.write_status(&api, sim, status).await;
+        if !observed.console.is_empty() {
+            status["status"]["conditions"] =
+                json!(merge_conditions(&existing, observed.console.clone()));
+        }
+        self.write_status(&api, &sim.name_any(), status).await;
     }
 
     async fn write_machine_status(
@@ -1772,8 +1802,7 @@ impl Controller {
         let key = (ns.clone(), name.clone());
         let observed = self.observe(&key, bootstrap_ready);
         if let Some(sim) = sim {
-            self.write_sim_machine_status(&ns, &sim.name_any(), &observed)
-                .await;
+            self.write_sim_machine_status(sim, &observed).await;
         }
         let Observed {
             phase,
@@ -1781,6 +1810,7 @@ impl Controller {
             provisioned,
             addresses,
             failure,
+            ..
         } = observed;
         if provisioned && machine.spec.provider_id.is_none() {
             let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
@@ -2056,8 +2086,7 @@ impl Controller {
         }
         self.settle_boot(&key, &cluster_key);
         let observed = self.observe(&key, data_secret.is_some());
-        self.write_sim_machine_status(&ns, &sim.name_any(), &observed)
-            .await;
+        self.write_sim_machine_status(sim, &observed).await;
         Ok(())
     }
 }
@@ -2072,6 +2101,8 @@ fn owner_machine(sim: &SimMachine) -> Option<String> {
 
 /// A machine's node as the simulator sees it.
 struct Observed {
+    /// What the machine's console shows (real nodes: cloud-init's result), as SimMachine conditions.
+    console: Vec<Value>,
     phase: &'static str,
     node: Option<String>,
     provisioned: bool,

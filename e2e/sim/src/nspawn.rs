@@ -226,6 +226,7 @@ impl NspawnNode {
         if spec.kubernetes.is_some() {
             let max = kube_proxy_conntrack_max().to_string();
             write_sysctls(&[(CONNTRACK_MAX.to_owned(), max)]);
+            raise_inotify_limits();
         }
         let log = spec.dir.join("console.log");
         node.nspawn = Some(
@@ -613,25 +614,97 @@ const CGROUP_HIERARCHIES: [&str; 10] = [
     "unified",
 ];
 
-/// Settings of this machine's kernel, not of a namespace, that a node's kubelet rewrites when it starts
-/// (and kube-proxy's conntrack limit): recorded when the first node of this process boots, written back
-/// when the last one stops.
-const MACHINE_SYSCTLS: [&str; 4] = [
+/// Settings of this machine's kernel, not of a namespace, that a node's kubelet rewrites when it starts,
+/// and those the nodes need set here (kube-proxy's conntrack limit, inotify's limits): recorded before
+/// the first node boots, written back when the last one stops ([`SysctlRecord`]).
+const MACHINE_SYSCTLS: [&str; 6] = [
     "vm/overcommit_memory",
     "kernel/panic",
     "kernel/panic_on_oops",
     CONNTRACK_MAX,
+    INOTIFY_LIMITS[0].0,
+    INOTIFY_LIMITS[1].0,
 ];
+
+/// inotify's limits per user, and what nodes need at least. On a VM they are the node's own; here every
+/// node's systemd, journald, containerd and kubelet count against this machine's root user, and
+/// containerd's CRI plugin fails to load at all ("failed to create fsnotify watcher: too many open
+/// files") once the 128 instances of Debian's default are used up: a few Kubernetes nodes next to the
+/// rest of a test run did. Raised, never lowered, while nodes run; restored with the other settings.
+const INOTIFY_LIMITS: [(&str, u64); 2] = [
+    ("fs/inotify/max_user_instances", 8192),
+    ("fs/inotify/max_user_watches", 524_288),
+];
+
+fn raise_inotify_limits() {
+    let raised: Vec<(String, String)> = INOTIFY_LIMITS
+        .iter()
+        .filter_map(|(key, least)| {
+            let now: u64 = std::fs::read_to_string(Path::new("/proc/sys").join(key))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
+            (now < *least).then(|| ((*key).to_owned(), least.to_string()))
+        })
+        .collect();
+    write_sysctls(&raised);
+}
 
 const CONNTRACK_MAX: &str = "net/netfilter/nf_conntrack_max";
 
-/// The machine's values of the kernel settings nodes change ([`MACHINE_SYSCTLS`]): what a test compares
-/// before the first node and after the last.
+/// The current values of the kernel settings nodes change ([`MACHINE_SYSCTLS`]).
 pub fn machine_sysctls() -> Vec<String> {
     MACHINE_SYSCTLS
         .iter()
-        .map(|k| std::fs::read_to_string(Path::new("/proc/sys").join(k)).unwrap_or_default())
+        .map(|k| {
+            std::fs::read_to_string(Path::new("/proc/sys").join(k))
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
         .collect()
+}
+
+/// The machine's own values of [`MACHINE_SYSCTLS`], what it goes back to once no node runs: those
+/// recorded before the first node of the processes that run nodes now, else the current ones.
+pub fn machine_sysctls_without_nodes() -> Vec<String> {
+    let mut recorded = None;
+    with_sysctl_record(|record| {
+        recorded = record
+            .as_ref()
+            .filter(|r| r.pids.iter().any(|pid| testenv::process::pid_alive(*pid)))
+            .map(|r| r.originals.clone());
+        record
+    });
+    match recorded {
+        Some(originals) => MACHINE_SYSCTLS
+            .iter()
+            .map(|key| {
+                originals
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            })
+            .collect(),
+        None => machine_sysctls(),
+    }
+}
+
+/// Whether another live process runs nodes now (and so holds the machine's settings as nodes need them).
+pub fn nodes_run_elsewhere() -> bool {
+    let me = std::process::id();
+    let mut elsewhere = false;
+    with_sysctl_record(|record| {
+        elsewhere = record.as_ref().is_some_and(|r| {
+            r.pids
+                .iter()
+                .any(|pid| *pid != me && testenv::process::pid_alive(*pid))
+        });
+        record
+    });
+    elsewhere
 }
 
 /// The connection-tracking table size kube-proxy sets when it starts, by its defaults: 32768 entries per
@@ -644,51 +717,104 @@ fn kube_proxy_conntrack_max() -> u64 {
     (32768 * cores).max(131072)
 }
 
-/// Nodes running in this process, and the machine's settings from before the first.
-static RUNNING: std::sync::Mutex<(usize, Vec<(String, String)>)> =
-    std::sync::Mutex::new((0, Vec::new()));
+/// Nodes running in this process.
+static RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
 
-/// Where the settings from before the first node are kept while nodes run, with the PID of the process
-/// that runs them: a process killed before it could write them back leaves them there, and the next
-/// first node restores them.
+/// The machine's settings from before the first node of any process, and the processes that run nodes
+/// now: kept in [`sysctl_record`] while nodes run. Test processes run nodes side by side; the settings
+/// go back when the last of them stops its last node, or, if they all died, when the next first node
+/// boots.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct SysctlRecord {
+    originals: Vec<(String, String)>,
+    pids: Vec<u32>,
+}
+
 fn sysctl_record() -> PathBuf {
     testenv::binaries::cache_root().join("machine-sysctls.json")
+}
+
+/// Runs `change` on the record under an exclusive lock shared by every process; `None` removes it.
+fn with_sysctl_record(change: impl FnOnce(Option<SysctlRecord>) -> Option<SysctlRecord>) {
+    let root = testenv::binaries::cache_root();
+    let locked = std::fs::create_dir_all(&root)
+        .and_then(|()| {
+            std::fs::File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(root.join("machine-sysctls.lock"))
+        })
+        .and_then(|file| file.lock().map(|()| file));
+    let _lock = match locked {
+        Ok(file) => file,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not lock the record of the kernel settings");
+            return;
+        }
+    };
+    let record = std::fs::read_to_string(sysctl_record())
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let written = match change(record) {
+        Some(record) => std::fs::write(
+            sysctl_record(),
+            serde_json::to_string(&record).expect("JSON"),
+        ),
+        None => match std::fs::remove_file(sysctl_record()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        },
+    };
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "could not record the kernel settings");
+    }
+}
+
+/// What processes that died with nodes running left: their nodes stopped, the kernel settings they
+/// recorded written back. The first node of a process does this; a test that compares the machine's
+/// settings before and after its nodes does it first.
+pub fn clean_up_after_dead_processes() {
+    Orphans::reclaim();
+    with_sysctl_record(|record| {
+        let mut record = record?;
+        record.pids.retain(|pid| testenv::process::pid_alive(*pid));
+        if record.pids.is_empty() {
+            tracing::warn!(
+                "processes that ran nodes died; restoring the kernel settings they recorded"
+            );
+            write_sysctls(&record.originals);
+            return None;
+        }
+        Some(record)
+    });
 }
 
 fn node_started() {
     let mut running = RUNNING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if running.0 == 0 {
-        Orphans::reclaim();
-        let left: Option<(u32, Vec<(String, String)>)> = std::fs::read_to_string(sysctl_record())
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok());
-        running.1 = match left {
-            Some((pid, originals)) if !testenv::process::pid_alive(pid) => {
-                tracing::warn!(
-                    pid,
-                    "a process that ran nodes died; restoring the kernel settings it recorded"
-                );
-                write_sysctls(&originals);
-                originals
-            }
-            _ => MACHINE_SYSCTLS
-                .iter()
-                .filter_map(|key| {
-                    let value = std::fs::read_to_string(Path::new("/proc/sys").join(key)).ok()?;
-                    Some(((*key).to_owned(), value.trim().to_owned()))
-                })
-                .collect(),
-        };
-        let record = serde_json::to_string(&(std::process::id(), &running.1)).expect("JSON");
-        if let Err(e) = std::fs::create_dir_all(testenv::binaries::cache_root())
-            .and_then(|()| std::fs::write(sysctl_record(), record))
-        {
-            tracing::warn!(error = %e, "could not record the kernel settings");
-        }
+    if *running == 0 {
+        clean_up_after_dead_processes();
+        let me = std::process::id();
+        with_sysctl_record(|record| {
+            // Another process runs nodes: the settings from before its first are the machine's.
+            let mut record = record.unwrap_or_else(|| SysctlRecord {
+                originals: MACHINE_SYSCTLS
+                    .iter()
+                    .filter_map(|key| {
+                        let value =
+                            std::fs::read_to_string(Path::new("/proc/sys").join(key)).ok()?;
+                        Some(((*key).to_owned(), value.trim().to_owned()))
+                    })
+                    .collect(),
+                pids: Vec::new(),
+            });
+            record.pids.push(me);
+            Some(record)
+        });
     }
-    running.0 += 1;
+    *running += 1;
 }
 
 fn write_sysctls(values: &[(String, String)]) {
@@ -706,10 +832,21 @@ fn node_stopped() {
     let mut running = RUNNING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    running.0 -= 1;
-    if running.0 == 0 {
-        write_sysctls(&running.1);
-        let _ = std::fs::remove_file(sysctl_record());
+    *running -= 1;
+    if *running == 0 {
+        let me = std::process::id();
+        with_sysctl_record(|record| {
+            let mut record = record?;
+            record
+                .pids
+                .retain(|pid| *pid != me && testenv::process::pid_alive(*pid));
+            if record.pids.is_empty() {
+                write_sysctls(&record.originals);
+                None
+            } else {
+                Some(record)
+            }
+        });
     }
 }
 
@@ -989,7 +1126,8 @@ mod tests {
                 pod_subnet: None,
             })
         };
-        let before = machine_sysctls();
+        clean_up_after_dead_processes();
+        let before = machine_sysctls_without_nodes();
         let mut good = match boot("node-good", &good_netns, &good_data) {
             Ok(node) => node,
             Err(e @ NodeError::Missing { .. }) => {
@@ -1247,11 +1385,14 @@ files:
                 assert!(!dir.exists(), "{} left behind", dir.display());
             }
         }
-        assert_eq!(
-            machine_sysctls(),
-            before,
-            "the kernel settings the kubelet rewrote"
-        );
+        // Written back, unless another process's nodes hold them (its last node writes them back).
+        if !nodes_run_elsewhere() {
+            assert_eq!(
+                machine_sysctls(),
+                before,
+                "the kernel settings the kubelet rewrote"
+            );
+        }
     }
 
     /// Our init bootstrap data on a real node: real cloud-init runs it, real `kubeadm init` brings up the
@@ -1268,7 +1409,8 @@ files:
         let endpoint = format!("{}:6443", netns.ip());
         let machine = "real-control-plane-0";
         let user_data = cluster.user_data(Role::Init, machine, &endpoint, None);
-        let before = machine_sysctls();
+        clean_up_after_dead_processes();
+        let before = machine_sysctls_without_nodes();
         let node = cluster.boot(machine, &netns, "198.19.128.0/24", &user_data);
 
         let client = cluster.admin(&endpoint).await;
@@ -1308,7 +1450,8 @@ files:
         let second_netns = cluster.fabric.node().unwrap();
         // No load balancer here: the first node is the control-plane endpoint.
         let endpoint = format!("{}:6443", first_netns.ip());
-        let before = machine_sysctls();
+        clean_up_after_dead_processes();
+        let before = machine_sysctls_without_nodes();
         let first = cluster.boot(
             "real-cp-a",
             &first_netns,
@@ -1366,7 +1509,8 @@ files:
         let (cp_pods, worker_pods) = ("198.19.128.0/24", "198.19.129.0/24");
         route_pods(&cp_netns, worker_pods, worker_netns.ip()).unwrap();
         route_pods(&worker_netns, cp_pods, cp_netns.ip()).unwrap();
-        let before = machine_sysctls();
+        clean_up_after_dead_processes();
+        let before = machine_sysctls_without_nodes();
         let cp = cluster.boot(
             "real-cp",
             &cp_netns,

@@ -48,6 +48,8 @@ pub struct RealNode {
     pub lose_at: Option<Instant>,
     node: NspawnNode,
     bootstrap: Bootstrap,
+    /// The errors cloud-init reported once it finished (each names its module).
+    cloud_init: Option<Vec<String>>,
 }
 
 impl RealNode {
@@ -78,6 +80,7 @@ impl RealNode {
             lose_at: None,
             node,
             bootstrap: Bootstrap::Running,
+            cloud_init: None,
         })
     }
 
@@ -91,6 +94,19 @@ impl RealNode {
             self.bootstrap = self.node.bootstrap();
         }
         &self.bootstrap
+    }
+
+    /// Looks again whether cloud-init finished (it writes its result after the bootstrap's last
+    /// command), until it has.
+    pub fn look_at_cloud_init(&mut self) {
+        if self.cloud_init.is_none() {
+            self.cloud_init = self.node.cloud_init_errors();
+        }
+    }
+
+    /// The errors cloud-init reported, once it finished.
+    pub fn cloud_init(&self) -> Option<&[String]> {
+        self.cloud_init.as_deref()
     }
 
     /// The bootstrap's state as last seen.
