@@ -35,10 +35,10 @@ dev: testenv build ## Start a local management plane with our CRDs, Cluster API'
 test: lint testenv ## What CI runs: make lint, then unit, integration and end-to-end tests (real etcd and kube-apiserver) with cargo nextest
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
 
-test-nodes: testenv ## Real nodes piece by piece, beyond what `make test` runs of them: the node images (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 5 minutes)
+test-nodes: testenv ## Real nodes piece by piece, beyond what `make test` runs of them: the node images (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data and a published provider's shape (users, NTP, files, a missing disk) on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 6 minutes)
 	$(CARGO) nextest run -p testenv -p sim --profile $(NEXTEST_PROFILE) --run-ignored only
 
-e2e-real: testenv ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape (about 6 minutes)
+e2e-real: testenv ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated (about 12 minutes)
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --run-ignored only -E 'test(/^real_nodes::/)' --no-capture
 

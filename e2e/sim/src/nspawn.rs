@@ -1395,6 +1395,149 @@ files:
         }
     }
 
+    /// What published providers' templates add to the kubeadm config (Cluster API's own e2e templates,
+    /// CAPZ's etcd disk): a user with sudo and a key, NTP servers, a file appended to one the image has and
+    /// a gzip+base64 one, a command before kubeadm, and a disk to partition, format and mount that this
+    /// machine does not have.
+    const PROVIDER_SHAPE: &str = "
+users:
+- name: capi
+  shell: /bin/bash
+  sudo: ALL=(ALL) NOPASSWD:ALL
+  sshAuthorizedKeys:
+  - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkLk3sFZm9rZXk capi@example
+ntp:
+  enabled: true
+  servers:
+  - 198.18.0.1
+preKubeadmCommands:
+- touch /run/provider-pre-kubeadm
+diskSetup:
+  partitions:
+  - device: /dev/disk/azure/scsi1/lun0
+    layout: true
+    overwrite: false
+    tableType: gpt
+  filesystems:
+  - device: /dev/disk/azure/scsi1/lun0
+    partition: '1'
+    filesystem: ext4
+    label: etcd_disk
+mounts:
+- - LABEL=etcd_disk
+  - /var/lib/etcddisk
+";
+
+    /// A published provider's shape on a real node, as a cloud runs it: the user, its key and sudo rule,
+    /// the appended and the gzip+base64 files, the NTP server, the command before kubeadm all there,
+    /// `kubeadm init` done and the sentinel written. The disk that is not there fails partitioning and
+    /// formatting, which cloud-init logs and goes past (its result lists no failed module for it, as on
+    /// a cloud), and its mount goes to fstab with `nofail`: a template that needs the disk learns of
+    /// its absence from the log or from whatever needs the mount, never from the bootstrap.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs `hack/install-testenv.sh nodes`; run by `make test-nodes`"]
+    async fn a_published_provider_shape_runs_and_a_missing_disk_is_only_logged() {
+        use base64::Engine;
+        use kubeadm_api::bootstrap::v1beta2::{File, KubeadmConfigSpec};
+        use kubeadm_bootstrap::render::Role;
+        use std::io::Write;
+        let mut cluster = RealCluster::new();
+        let shape: KubeadmConfigSpec = serde_saphyr::from_str(PROVIDER_SHAPE).unwrap();
+        let settings = r#"{"region":"sim","zones":["a","b"]}"#;
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gzip.write_all(settings.as_bytes()).unwrap();
+        let gzipped = base64::engine::general_purpose::STANDARD.encode(gzip.finish().unwrap());
+        let files: Vec<File> = serde_json::from_value(serde_json::json!([
+            { "path": "/etc/motd", "content": "appended by the bootstrap data\n", "append": true },
+            { "path": "/etc/provider/settings.json", "encoding": "gzip+base64",
+              "content": gzipped, "permissions": "0600" },
+        ]))
+        .unwrap();
+        cluster.spec.files.extend(files);
+        cluster.spec.users = shape.users;
+        cluster.spec.ntp = shape.ntp;
+        cluster.spec.pre_kubeadm_commands = shape.pre_kubeadm_commands;
+        cluster.spec.disk_setup = shape.disk_setup;
+        cluster.spec.mounts = shape.mounts;
+        let netns = cluster.fabric.node().unwrap();
+        let endpoint = format!("{}:6443", netns.ip());
+        let machine = "real-provider-shape";
+        let user_data = cluster.user_data(Role::Init, machine, &endpoint, None);
+        clean_up_after_dead_processes();
+        let before = machine_sysctls_without_nodes();
+        let motd = std::fs::read_to_string("/etc/motd").unwrap_or_default();
+        let node = cluster.boot(machine, &netns, "198.19.128.0/24", &user_data);
+
+        let run = |args: &[&str]| {
+            let output = node.exec(args).unwrap();
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        };
+        assert!(
+            run(&["getent", "passwd", "capi"])
+                .trim_end()
+                .ends_with(":/bin/bash"),
+            "{}",
+            run(&["getent", "passwd", "capi"])
+        );
+        assert!(
+            node.read("/home/capi/.ssh/authorized_keys")
+                .unwrap_or_default()
+                .contains("capi@example")
+        );
+        let sudoers = run(&["sh", "-c", "cat /etc/sudoers.d/*"]);
+        assert!(sudoers.contains("capi ALL=(ALL) NOPASSWD:ALL"), "{sudoers}");
+        assert_eq!(
+            node.read("/etc/motd").unwrap_or_default(),
+            format!("{motd}appended by the bootstrap data\n")
+        );
+        assert_eq!(
+            node.read("/etc/provider/settings.json").unwrap_or_default(),
+            settings
+        );
+        assert_eq!(
+            run(&["stat", "-c", "%a", "/etc/provider/settings.json"]).trim(),
+            "600"
+        );
+        assert!(node.read("/run/provider-pre-kubeadm").is_some());
+        // cloud-init writes its result after the final stage, whose last command wrote the sentinel.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let errors = loop {
+            if let Some(errors) = node.cloud_init_errors() {
+                break errors;
+            }
+            assert!(Instant::now() < deadline, "cloud-init did not finish");
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        let failed: Vec<&str> = errors
+            .iter()
+            .filter_map(|e| e.strip_prefix("('")?.split('\'').next())
+            .collect();
+        // Only the locale, which cloud-init sets on every boot and this machine's root (the nodes'
+        // image) cannot: no en_US.UTF-8.
+        assert_eq!(failed, ["locale"], "{errors:?}");
+        let log = node.read("/var/log/cloud-init.log").unwrap_or_default();
+        let missing = "Device /dev/disk/azure/scsi1/lun0 did not exist";
+        assert!(
+            log.contains(&format!("RuntimeError: {missing}")),
+            "cloud-init's log does not say the disk is missing"
+        );
+        let fstab = node.read("/etc/fstab").unwrap_or_default();
+        assert!(
+            fstab
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .any(|f| {
+                    f.len() > 3
+                        && f[..2] == ["LABEL=etcd_disk", "/var/lib/etcddisk"]
+                        && f[3].split(',').any(|o| o == "nofail")
+                }),
+            "{fstab}"
+        );
+        let ntp = run(&["sh", "-c", "cat /etc/systemd/timesyncd.conf.d/*"]);
+        assert!(ntp.contains("NTP=198.18.0.1"), "{ntp}");
+        stop_and_check(vec![node], &before);
+    }
+
     /// Our init bootstrap data on a real node: real cloud-init runs it, real `kubeadm init` brings up the
     /// control plane in containerd through the real kubelet, whose Node registers with the release's
     /// kubelet and containerd versions; the static pods run as mirror pods; the sentinel says so. The
