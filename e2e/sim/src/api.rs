@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 pub const VERSION: &str = "v1beta2";
 
+/// A SimMachine's `spec.providerID`, which is also its node's cloud-init `instance-id`: a template that
+/// passes `{{ ds.meta_data.instance_id }}` as the kubelet's `provider-id` registers the Node Cluster API
+/// looks for.
+pub fn provider_id(namespace: &str, machine: &str) -> String {
+    format!("sim://{namespace}/{machine}")
+}
+
 /// Host and port of an API server endpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -1267,7 +1267,7 @@ impl Controller {
         };
         let instance = InstanceData {
             local_hostname: name.clone(),
-            instance_id: format!("sim://{ns}/{name}"),
+            instance_id: crate::api::provider_id(&ns, &name),
         };
         let plan = data
             .ok_or_else(|| format!("bootstrap data secret {secret_name} has no key `value`"))
@@ -1392,7 +1392,7 @@ impl Controller {
         sim: &SimMachine,
     ) -> Result<(), kube::Error> {
         let sim_api = self.dynamic(ns, crate::api::GROUP, "SimMachine");
-        let patch = json!({ "spec": { "providerID": real_node::instance_id(ns, machine) } });
+        let patch = json!({ "spec": { "providerID": crate::api::provider_id(ns, machine) } });
         sim_api
             .patch(
                 &sim.name_any(),
@@ -1813,7 +1813,7 @@ impl Controller {
             ..
         } = observed;
         if provisioned && machine.spec.provider_id.is_none() {
-            let patch = json!({ "spec": { "providerID": format!("sim://{ns}/{name}") } });
+            let patch = json!({ "spec": { "providerID": crate::api::provider_id(&ns, &name) } });
             let _ = self
                 .api::<Machine>(&ns)
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

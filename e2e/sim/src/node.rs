@@ -123,7 +123,7 @@ impl BootRequest {
     }
 
     pub fn provider_id(&self) -> String {
-        format!("sim://{}/{}", self.namespace, self.machine)
+        crate::api::provider_id(&self.namespace, &self.machine)
     }
 }
 

@@ -640,11 +640,7 @@ fn raise_inotify_limits() {
     let raised: Vec<(String, String)> = INOTIFY_LIMITS
         .iter()
         .filter_map(|(key, least)| {
-            let now: u64 = std::fs::read_to_string(Path::new("/proc/sys").join(key))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()?;
+            let now: u64 = sysctl(key).parse().ok()?;
             (now < *least).then(|| ((*key).to_owned(), least.to_string()))
         })
         .collect();
@@ -655,15 +651,15 @@ const CONNTRACK_MAX: &str = "net/netfilter/nf_conntrack_max";
 
 /// The current values of the kernel settings nodes change ([`MACHINE_SYSCTLS`]).
 pub fn machine_sysctls() -> Vec<String> {
-    MACHINE_SYSCTLS
-        .iter()
-        .map(|k| {
-            std::fs::read_to_string(Path::new("/proc/sys").join(k))
-                .unwrap_or_default()
-                .trim()
-                .to_owned()
-        })
-        .collect()
+    MACHINE_SYSCTLS.iter().map(|key| sysctl(key)).collect()
+}
+
+/// A kernel setting's current value (`key` below `/proc/sys`), empty when it cannot be read.
+fn sysctl(key: &str) -> String {
+    std::fs::read_to_string(Path::new("/proc/sys").join(key))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// The machine's own values of [`MACHINE_SYSCTLS`], what it goes back to once no node runs: those
@@ -802,11 +798,8 @@ fn node_started() {
             let mut record = record.unwrap_or_else(|| SysctlRecord {
                 originals: MACHINE_SYSCTLS
                     .iter()
-                    .filter_map(|key| {
-                        let value =
-                            std::fs::read_to_string(Path::new("/proc/sys").join(key)).ok()?;
-                        Some(((*key).to_owned(), value.trim().to_owned()))
-                    })
+                    .map(|key| ((*key).to_owned(), sysctl(key)))
+                    .filter(|(_, value)| !value.is_empty())
                     .collect(),
                 pids: Vec::new(),
             });

@@ -62,7 +62,7 @@ impl RealNode {
         }
         let node = NspawnNode::boot(&NodeSpec {
             name: &request.machine,
-            instance_id: &instance_id(&request.namespace, &request.machine),
+            instance_id: &crate::api::provider_id(&request.namespace, &request.machine),
             dir: &request.dir,
             netns: &request.netns,
             user_data: &request.user_data,
@@ -166,13 +166,6 @@ impl RealNode {
     pub fn power_off(mut self) {
         self.node.power_off();
     }
-}
-
-/// cloud-init's `instance-id` of a machine: its SimMachine's `spec.providerID`, so a template that
-/// passes `{{ ds.meta_data.instance_id }}` as the kubelet's `provider-id` registers the Node Cluster
-/// API looks for.
-pub fn instance_id(namespace: &str, machine: &str) -> String {
-    format!("sim://{namespace}/{machine}")
 }
 
 /// The `index`th /24 of the cluster's pod network `cidr` (IPv4, a prefix of /8 to /23): each node's

@@ -78,7 +78,7 @@ async fn real_cluster(name: &str, control_planes: i32, workers: usize) {
         // Registered by its kubelet with the provider ID our bootstrap data gave it.
         assert_eq!(
             node.spec.as_ref().and_then(|s| s.provider_id.clone()),
-            Some(sim::real_node::instance_id(NS, &node.name_any())),
+            Some(sim::api::provider_id(NS, &node.name_any())),
         );
     }
     wait_system_pods(&workload, control_planes as usize, nodes.len()).await;
@@ -114,12 +114,6 @@ async fn roll_the_control_plane(
     workload: kube::Client,
 ) -> EtcdWatch {
     let generation = "controlplane.cluster.x-k8s.io/machine-generation";
-    let control_planes = |machines: Vec<Machine>| -> Vec<Machine> {
-        machines
-            .into_iter()
-            .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
-            .collect()
-    };
     let watch = EtcdWatch::start(
         env.client.clone(),
         NS,
@@ -139,7 +133,12 @@ async fn roll_the_control_plane(
         .await;
     let deadline = Instant::now() + Duration::from_secs(900);
     let rolled = loop {
-        let machines = control_planes(env.machines(cluster).await);
+        let machines: Vec<Machine> = env
+            .machines(cluster)
+            .await
+            .into_iter()
+            .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .collect();
         let done = machines.len() == 3
             && machines.iter().all(|m| {
                 m.labels().get(generation).map(String::as_str) == Some("genc02")
