@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod controlplane;
 pub mod conversion;
 pub mod crd;
+pub mod etcd_release;
 pub mod events;
 pub mod meta;
 pub mod rbac;

@@ -51,6 +51,10 @@ pub struct Preview {
     /// What else holds the control plane, as the controller last reported it (etcd alarms and
     /// membership, a remediation under way, a pause); filled in by whoever read the objects.
     pub reported: Vec<String>,
+    /// What the webhook would refuse in the changed spec (`plan -f`): each rule broken, with its field.
+    pub refused: Vec<String>,
+    /// What it would admit with a warning.
+    pub warnings: Vec<String>,
     /// The steps in order.
     pub steps: Vec<Action>,
     /// Where the simulation stopped short of the desired state, and why.
@@ -139,6 +143,8 @@ pub fn preview(observed: Observed<'_>, now: Timestamp) -> Preview {
             .collect(),
         blocked_now,
         reported: Vec::new(),
+        refused: Vec::new(),
+        warnings: Vec::new(),
         steps,
         stops,
     }
@@ -242,6 +248,18 @@ impl fmt::Display for Preview {
         } else {
             "create first (maxSurge 1)"
         };
+        if !self.refused.is_empty() {
+            writeln!(f, "The webhook would refuse this change:")?;
+            for rule in &self.refused {
+                writeln!(f, "  * {rule}")?;
+            }
+        }
+        if !self.warnings.is_empty() {
+            writeln!(f, "The webhook would warn:")?;
+            for warning in &self.warnings {
+                writeln!(f, "  * {warning}")?;
+            }
+        }
         writeln!(f, "{} replicas, rolling update: {strategy}", self.replicas)?;
         if self.outdated.is_empty() {
             writeln!(f, "Outdated machines: none")?;

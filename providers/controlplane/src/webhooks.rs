@@ -23,8 +23,8 @@ use kubeadm_api::controlplane::v1beta2::{
     KubeadmControlPlane, KubeadmControlPlaneSpec, KubeadmControlPlaneTemplate,
 };
 use kubeadm_api::controlplane::validation::{
-    validate_kcp_create, validate_kcp_template_create, validate_kcp_template_update,
-    validate_kcp_update, validate_scale,
+    kcp_update_warnings, validate_kcp_create, validate_kcp_template_create,
+    validate_kcp_template_update, validate_kcp_update, validate_scale,
 };
 use kubeadm_api::conversion::{ContractVersions, convert_object_with};
 use kubeadm_runtime::manager::Error as ManagerError;
@@ -59,7 +59,12 @@ where
         })
         .validator::<KubeadmControlPlane, _>(|change| match change {
             Change::Create { new } => admit(new, validate_kcp_create(new)),
-            Change::Update { old, new } => admit(new, validate_kcp_update(old, new)),
+            Change::Update { old, new } => {
+                admit(new, validate_kcp_update(old, new)).map(|mut warnings| {
+                    warnings.extend(kcp_update_warnings(old, new));
+                    warnings
+                })
+            }
             Change::Delete { .. } => Ok(Vec::new()),
         })
         .validator::<KubeadmControlPlaneTemplate, _>(|change| match change {

@@ -669,6 +669,7 @@ fn preview_rollout(
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(text.contains("Blocked now: nothing"), "{text}");
+    assert!(!text.contains("The webhook would"), "{text}");
     for machine in first {
         assert!(
             text.contains(&format!(

@@ -12,6 +12,10 @@
 //! - A CoreDNS upgrade is only checked for not going backwards: the list of versions Cluster API's
 //!   Corefile migration library knows is not carried here.
 //! - Machine naming templates may use `.cluster.name`, `.kubeadmControlPlane.name` and `.random` only.
+//! - `etcd.local.extraArgs` naming a flag the control plane's etcd removed (etcd 3.7, which Kubernetes
+//!   1.37's kubeadm deploys, has none of the `--experimental-*` flags) are refused on create, on an update
+//!   that changes the etcd release and when an update adds one, naming the replacement; one the control
+//!   plane already had, its etcd unchanged, is a warning.
 
 use crate::meta::SKIP_COREDNS_ANNOTATION;
 use serde_json::{Map, Value};
@@ -25,6 +29,7 @@ use super::v1beta2::{
 use crate::bootstrap::defaults::apply_previous_defaults;
 use crate::bootstrap::v1beta2::{ClusterConfiguration, KubeadmConfigSpec};
 use crate::bootstrap::validation::validate_config_spec;
+use crate::etcd_release::{etcd_release, removed_flag, removed_flag_rule};
 use crate::validation::{
     FieldError, FieldErrors, child, dns1123_subdomain_problem, validate_machine_taints,
     validate_object_meta,
@@ -313,7 +318,91 @@ const MUTABLE_PATHS: &[&[&str]] = &[
 
 /// Admission of a new KubeadmControlPlane (after defaulting).
 pub fn validate_kcp_create(kcp: &KubeadmControlPlane) -> Result<(), FieldErrors> {
-    FieldErrors::into_result(create_errors(kcp))
+    let mut errors = create_errors(kcp);
+    errors.extend(removed_etcd_flags(kcp).into_iter().map(|f| f.error));
+    FieldErrors::into_result(errors)
+}
+
+/// An `etcd.local.extraArgs` entry naming a flag the control plane's etcd no longer has.
+struct RemovedEtcdFlag {
+    flag: String,
+    error: FieldError,
+}
+
+/// The `etcd.local.extraArgs` of `kcp` that its etcd release ([`etcd_release`]: the image tag, else what
+/// kubeadm of `spec.version` deploys) removed, each naming its replacement.
+fn removed_etcd_flags(kcp: &KubeadmControlPlane) -> Vec<RemovedEtcdFlag> {
+    let Some(config) = kcp.spec.kubeadm_config_spec.as_ref() else {
+        return Vec::new();
+    };
+    let etcd = &config.cluster_configuration.etcd;
+    if etcd.external.is_defined() {
+        return Vec::new();
+    }
+    let Some(release) = etcd_release(&kcp.spec.version, etcd.local.image_tag.as_deref()) else {
+        return Vec::new();
+    };
+    etcd.local
+        .extra_args
+        .iter()
+        .enumerate()
+        .filter_map(|(i, arg)| {
+            let replacement = removed_flag(&arg.name, &release)?;
+            Some(RemovedEtcdFlag {
+                flag: arg.name.clone(),
+                error: FieldError::invalid(
+                    format!("{SPEC_CLUSTER_CONFIGURATION}.etcd.local.extraArgs[{i}].name"),
+                    &arg.name,
+                    removed_flag_rule(&kcp.spec.version, &release, replacement),
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The etcd release `kcp` runs, when its etcd is stacked and the release is known.
+fn kcp_etcd_release(kcp: &KubeadmControlPlane) -> Option<Semver> {
+    let etcd = &kcp
+        .spec
+        .kubeadm_config_spec
+        .as_ref()?
+        .cluster_configuration
+        .etcd;
+    if etcd.external.is_defined() {
+        return None;
+    }
+    etcd_release(&kcp.spec.version, etcd.local.image_tag.as_deref())
+}
+
+/// The removed etcd flags of an update, (refused, warned): all are refused when the update changes the
+/// etcd release (a version bump to 1.37, a new image tag), else those it adds. A flag that was there
+/// before, its etcd unchanged, is only warned about, so that the object stays editable.
+fn removed_etcd_flags_of_update(
+    old: &KubeadmControlPlane,
+    new: &KubeadmControlPlane,
+) -> (Vec<FieldError>, Vec<FieldError>) {
+    let same_etcd = kcp_etcd_release(old) == kcp_etcd_release(new);
+    let before: Vec<String> = removed_etcd_flags(old)
+        .into_iter()
+        .map(|f| f.flag)
+        .collect();
+    let (warned, refused): (Vec<RemovedEtcdFlag>, Vec<RemovedEtcdFlag>) = removed_etcd_flags(new)
+        .into_iter()
+        .partition(|f| same_etcd && before.contains(&f.flag));
+    (
+        refused.into_iter().map(|f| f.error).collect(),
+        warned.into_iter().map(|f| f.error).collect(),
+    )
+}
+
+/// Warnings for an admitted update: each removed etcd flag the control plane already had (its etcd
+/// unchanged), which the next machine's etcd would not start with.
+pub fn kcp_update_warnings(old: &KubeadmControlPlane, new: &KubeadmControlPlane) -> Vec<String> {
+    removed_etcd_flags_of_update(old, new)
+        .1
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Admission of a changed KubeadmControlPlane: the new object must pass the create rules, only
@@ -346,6 +435,7 @@ pub fn validate_kcp_update(
         ));
     }
     errors.extend(version_skew_errors(&old.spec.version, &new.spec.version));
+    errors.extend(removed_etcd_flags_of_update(old, new).0);
     if !new
         .metadata
         .annotations
@@ -1644,6 +1734,87 @@ spec:
             want.sort();
             assert_eq!(got, want, "case {name:?}");
         }
+    }
+
+    /// A control plane at `version` on kubeadm's etcd, with `flags` in `etcd.local.extraArgs`.
+    fn with_etcd_flags(version: &str, flags: &[&str]) -> KubeadmControlPlane {
+        let mut k = kcp();
+        k.spec.version = version.into();
+        let local = &mut cluster(&mut k).etcd.local;
+        local.image_tag = None;
+        local.extra_args = flags
+            .iter()
+            .map(|f| crate::bootstrap::v1beta2::Arg::new(*f, "true"))
+            .collect();
+        k
+    }
+
+    #[test]
+    fn a_flag_etcd_3_7_removed_is_refused_at_1_37_naming_its_replacement() {
+        const PATH: &str =
+            "spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.extraArgs[1].name";
+        let corrupt = "experimental-initial-corrupt-check";
+        // Kubernetes 1.36's kubeadm deploys etcd 3.6.8, which still has the flag (deprecated).
+        let at_136 = with_etcd_flags("v1.36.3", &["heartbeat-interval", corrupt]);
+        assert_eq!(found(validate_kcp_create(&at_136)), vec![]);
+
+        let at_137 = with_etcd_flags("v1.37.2", &["heartbeat-interval", corrupt]);
+        let refused = validate_kcp_create(&at_137).unwrap_err().to_string();
+        assert!(
+            refused.contains(PATH)
+                && refused.contains(corrupt)
+                && refused.contains(
+                    "etcd 3.7 (which a control plane at v1.37.2 runs) no longer has this flag"
+                )
+                && refused.contains("use --feature-gates=InitialCorruptCheck=true instead"),
+            "{refused}"
+        );
+        // A bump from 1.36 to 1.37 is refused the same way.
+        let bump = found(validate_kcp_update(&at_136, &at_137));
+        assert_eq!(bump.len(), 1, "{bump:?}");
+        assert_eq!(bump[0].0, PATH);
+        assert!(kcp_update_warnings(&at_136, &at_137).is_empty());
+
+        // Pinning etcd 3.6 keeps the flag usable at 1.37.
+        let mut pinned = at_137.clone();
+        cluster(&mut pinned).etcd.local.image_tag = Some("3.6.16-0".into());
+        assert_eq!(found(validate_kcp_create(&pinned)), vec![]);
+        // ... and moving that pin to 3.7 is a change of etcd: refused.
+        let mut unpinned = pinned.clone();
+        cluster(&mut unpinned).etcd.local.image_tag = Some("3.7.3-0".into());
+        assert_eq!(found(validate_kcp_update(&pinned, &unpinned)).len(), 1);
+
+        // Already there at 1.37 and etcd unchanged: admitted with a warning, so other edits go through.
+        let mut edited = at_137.clone();
+        edited.spec.replicas = Some(5);
+        assert_eq!(found(validate_kcp_update(&at_137, &edited)), vec![]);
+        let warnings = kcp_update_warnings(&at_137, &edited);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(PATH) && warnings[0].contains("InitialCorruptCheck"),
+            "{warnings:?}"
+        );
+
+        // Adding another one at 1.37 is refused.
+        let added = with_etcd_flags(
+            "v1.37.2",
+            &[
+                "heartbeat-interval",
+                corrupt,
+                "experimental-watch-progress-notify-interval",
+            ],
+        );
+        let errors = found(validate_kcp_update(&at_137, &added));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].0.ends_with("extraArgs[2].name")
+                && errors[0].1.contains("--watch-progress-notify-interval")
+        );
+
+        // External etcd is not kubeadm's to start.
+        let mut external = at_137.clone();
+        use_external_etcd(&mut external);
+        assert!(removed_etcd_flags(&external).is_empty());
     }
 
     #[test]

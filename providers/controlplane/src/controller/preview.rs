@@ -11,6 +11,9 @@ use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
 use kubeadm_api::controlplane::conditions::types::{ETCD_CLUSTER_HEALTHY, ETCD_MEMBERSHIP_SETTLED};
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use kubeadm_api::controlplane::validation::{
+    kcp_update_warnings, validate_kcp_create, validate_kcp_update,
+};
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, REMEDIATION_IN_PROGRESS_ANNOTATION,
 };
@@ -87,8 +90,10 @@ pub async fn read(
     let live = Api::<KubeadmControlPlane>::namespaced(client.clone(), namespace)
         .get_opt(name)
         .await?;
+    let mut admission = (Vec::new(), Vec::new());
     let kcp = match (&live, changed) {
         (_, Some(mut changed)) => {
+            admission = admission_of(live.as_ref(), &changed);
             // The machines belong to the object in the cluster, whatever the file says.
             if let Some(live) = &live {
                 changed.metadata.uid = live.metadata.uid.clone();
@@ -135,7 +140,30 @@ pub async fn read(
     if let Some(live) = &live {
         preview.reported = reported_holds(live, cluster.as_ref());
     }
+    (preview.refused, preview.warnings) = admission;
     Ok(preview)
+}
+
+/// What the webhook would answer to `changed`: as an update of `live`, or as a create. (refused,
+/// warnings), each a rule with its field.
+fn admission_of(
+    live: Option<&KubeadmControlPlane>,
+    changed: &KubeadmControlPlane,
+) -> (Vec<String>, Vec<String>) {
+    let mut changed = changed.clone();
+    kubeadm_api::controlplane::defaults::default_kcp(&mut changed);
+    let (verdict, warnings) = match live {
+        Some(live) => (
+            validate_kcp_update(live, &changed),
+            kcp_update_warnings(live, &changed),
+        ),
+        None => (validate_kcp_create(&changed), Vec::new()),
+    };
+    let refused = verdict
+        .err()
+        .map(|errors| errors.0.iter().map(ToString::to_string).collect())
+        .unwrap_or_default();
+    (refused, warnings)
 }
 
 /// What holds the control plane beyond its machines' health, from what the controller last reported:
@@ -419,5 +447,69 @@ spec:
             Health::Unknown("APIServerPodHealthy not reported yet".into())
         );
         assert_eq!(health.etcd, Health::NotChecked);
+    }
+
+    fn control_plane(version: &str, etcd_flag: &str) -> KubeadmControlPlane {
+        serde_saphyr::from_str(&format!(
+            "apiVersion: controlplane.cluster.x-k8s.io/v1beta2\nkind: KubeadmControlPlane\n\
+             metadata: {{name: cp, namespace: default}}\n\
+             spec:\n  replicas: 3\n  version: {version}\n\
+             \x20 machineTemplate:\n    spec:\n      infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: SimMachineTemplate, name: cp}}\n\
+             \x20 kubeadmConfigSpec:\n    clusterConfiguration:\n      etcd:\n        local:\n          extraArgs:\n\
+             \x20           - {{name: {etcd_flag}, value: \"true\"}}\n"
+        ))
+        .expect("fixture parses")
+    }
+
+    #[test]
+    fn plan_says_what_the_webhook_would_refuse_and_warn() {
+        let flag = "experimental-initial-corrupt-check";
+        let at_136 = control_plane("v1.36.3", flag);
+        let at_137 = control_plane("v1.37.2", flag);
+        let (refused, warnings) = admission_of(None, &at_136);
+        assert_eq!(
+            (refused.len(), warnings.len()),
+            (0, 0),
+            "{refused:?} {warnings:?}"
+        );
+        let (refused, warnings) = admission_of(Some(&at_136), &at_137);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].contains("etcd.local.extraArgs[0].name")
+                && refused[0].contains("--feature-gates=InitialCorruptCheck=true"),
+            "{refused:?}"
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (refused, warnings) = admission_of(Some(&at_137), &at_137);
+        assert!(refused.is_empty(), "{refused:?}");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+
+        let text = Preview {
+            refused: vec!["spec.x: no".into()],
+            warnings: vec!["spec.y: careful".into()],
+            ..preview_of_nothing()
+        }
+        .to_string();
+        assert!(
+            text.starts_with(
+                "The webhook would refuse this change:\n  * spec.x: no\nThe webhook would warn:\n  * spec.y: careful\n"
+            ),
+            "{text}"
+        );
+    }
+
+    /// The preview of a control plane without machines.
+    fn preview_of_nothing() -> Preview {
+        let kcp = control_plane("v1.36.3", "heartbeat-interval");
+        let desired = DesiredState::of(&kcp).expect("desired state");
+        preview(
+            crate::plan::Observed {
+                desired: &desired,
+                machines: &[],
+                failure_domains: &[],
+                etcd_refuses_member: None,
+            },
+            Timestamp::now(),
+        )
     }
 }

@@ -81,6 +81,47 @@ spec:
 }
 
 #[test]
+fn an_etcd_flag_the_release_removed_is_named_with_its_replacement() {
+    let control_plane = |version: &str| {
+        format!(
+            "\
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata:
+  name: demo-control-plane
+spec:
+  replicas: 3
+  version: {version}
+  machineTemplate:
+    spec:
+      infrastructureRef:
+        apiGroup: infrastructure.cluster.x-k8s.io
+        kind: DockerMachineTemplate
+        name: demo-control-plane
+  kubeadmConfigSpec:
+    clusterConfiguration:
+      etcd:
+        local:
+          extraArgs:
+            - name: experimental-watch-progress-notify-interval
+              value: 5s
+"
+        )
+    };
+    let output = validate(&["-f", "-"], &control_plane("v1.36.3"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stdout));
+    let output = validate(&["-f", "-"], &control_plane("v1.37.2"));
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stdout),
+        "-:1: KubeadmControlPlane/demo-control-plane: \
+         spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.extraArgs[0].name: etcd 3.7 (which a \
+         control plane at v1.37.2 runs) no longer has this flag and would not start; use \
+         --watch-progress-notify-interval instead (value: \"experimental-watch-progress-notify-interval\")\n"
+    );
+}
+
+#[test]
 fn requires_a_file() {
     let output = validate(&[], "");
     assert_eq!(output.status.code(), Some(2));

@@ -220,6 +220,38 @@ async fn the_real_rules_default_refuse_and_convert_through_the_api_server() {
         refused.message
     );
 
+    // An etcd flag etcd 3.7 removed: fine at 1.36 (kubeadm deploys etcd 3.6.8), refused on the bump to
+    // 1.37 and on a create at 1.37, naming the field and the replacement.
+    let corrupt_check = json!({"kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {
+        "extraArgs": [{"name": "experimental-initial-corrupt-check", "value": "true"}]
+    }}}}});
+    let mut at_136 = kcp("etcd-flags", corrupt_check.clone());
+    at_136.data["spec"]["version"] = json!("v1.36.3");
+    at_136.data["spec"]["replicas"] = json!(3);
+    kcps.create(&params, &at_136).await.unwrap();
+    let removed_flag = "spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.extraArgs[0].name";
+    let refused = api_error(
+        kcps.patch(
+            "etcd-flags",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v1.37.2"}})),
+        )
+        .await,
+    );
+    assert_eq!(refused.code, 422, "{refused:?}");
+    assert_eq!(blamed(&refused), [removed_flag], "{refused:?}");
+    assert!(
+        refused
+            .message
+            .contains("use --feature-gates=InitialCorruptCheck=true instead"),
+        "{}",
+        refused.message
+    );
+    let mut at_137 = kcp("etcd-flags-137", corrupt_check);
+    at_137.data["spec"]["version"] = json!("v1.37.2");
+    let refused = api_error(kcps.create(&params, &at_137).await);
+    assert_eq!(blamed(&refused), [removed_flag], "{refused:?}");
+
     // Scaling stacked etcd to an even size is refused, once the webhook has seen the object.
     let key = ObjectRef::<KubeadmControlPlane>::new("bare").within("default");
     for _ in 0..100 {
