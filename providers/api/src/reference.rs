@@ -158,6 +158,7 @@ pub const WAIT_REASONS: &[(&str, &str)] = &[
     (reasons::WAITING_FOR_MACHINE_PROVISIONING, "a machine has no Node yet"),
     (reasons::CONTROL_PLANE_COMPONENTS_NOT_HEALTHY, "a machine's control-plane components are not healthy"),
     (reasons::ETCD_CLUSTER_NOT_HEALTHY, "a machine's etcd member is not healthy, or etcd cannot take another member now (a learner catching up, a member down, too few healthy voters, …), or etcd could not be looked at"),
+    (reasons::ETCD_BELOW_UPGRADE_FLOOR, "the new member would run a newer etcd minor than members below its upgrade floor (3.6.11 before 3.7, 3.5.20 before 3.6), named with their versions"),
 ];
 
 /// What ends each of [`WAIT_REASONS`], and how the control plane learns of it.
@@ -167,6 +168,7 @@ pub const WAIT_ENDS: &[(&str, &str)] = &[
     (reasons::WAITING_FOR_MACHINE_PROVISIONING, "core Cluster API setting the Machine's `status.nodeRef`, after the bootstrap data and the infrastructure machine are ready (the Machine watch)"),
     (reasons::CONTROL_PLANE_COMPONENTS_NOT_HEALTHY, "their mirror pods turning ready (the workload cluster's pod watch)"),
     (reasons::ETCD_CLUSTER_NOT_HEALTHY, "the etcd pod turning ready (the pod watch); the member list and member status, which no watch announces: polled while a change is in flight (every 0.5 s for 30 s after the last step, then 2 s, then 10 s), and looked at again at once after a membership change of the control plane's own"),
+    (reasons::ETCD_BELOW_UPGRADE_FLOOR, "the members' server versions (member status, looked at with the membership): a rollout of the control plane to an etcd image of the floor or newer (`etcd.local.imageTag`), or a spec that no longer brings the newer minor"),
 ];
 
 const POD_CONDITIONS: &[&str] = &[

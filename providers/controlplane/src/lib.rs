@@ -17,6 +17,7 @@ pub mod endpoints;
 pub mod etcd;
 pub mod etcd_maintenance;
 pub mod etcd_membership;
+pub mod etcd_upgrade;
 pub mod generation;
 pub mod machine_conditions;
 pub mod machines;

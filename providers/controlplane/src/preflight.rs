@@ -6,6 +6,7 @@ use std::fmt;
 use kubeadm_api::controlplane::conditions::reasons;
 
 use crate::etcd_membership::Reason;
+use crate::etcd_upgrade::BelowFloor;
 use crate::machines::ControlPlaneMachine;
 
 /// One reason an operation has to wait.
@@ -23,6 +24,8 @@ pub enum Blocker {
     EtcdMembership(Reason),
     /// etcd could not be looked at, so whether it can take another member is unknown.
     EtcdUnobservable(String),
+    /// The new member would run a newer etcd minor than members below its upgrade floor.
+    EtcdBelowUpgradeFloor(BelowFloor),
 }
 
 impl Blocker {
@@ -35,6 +38,7 @@ impl Blocker {
             Blocker::EtcdUnhealthy { .. }
             | Blocker::EtcdMembership(_)
             | Blocker::EtcdUnobservable(_) => reasons::ETCD_CLUSTER_NOT_HEALTHY,
+            Blocker::EtcdBelowUpgradeFloor(_) => reasons::ETCD_BELOW_UPGRADE_FLOOR,
         }
     }
 }
@@ -57,6 +61,17 @@ impl fmt::Display for Blocker {
             }
             Blocker::EtcdMembership(reason) => write!(f, "etcd cannot take a member now: {reason}"),
             Blocker::EtcdUnobservable(cause) => write!(f, "etcd not observable: {cause}"),
+            Blocker::EtcdBelowUpgradeFloor(BelowFloor {
+                target,
+                floor,
+                members,
+            }) => write!(
+                f,
+                "a new member would run etcd {target}, which may join only members at {floor} or newer: \
+                 {} below it; roll the control plane to an etcd of {floor} or newer first \
+                 (etcd.local.imageTag), then to the new release",
+                members.join(", ")
+            ),
         }
     }
 }

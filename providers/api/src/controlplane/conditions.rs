@@ -111,6 +111,8 @@ pub mod reasons {
     pub const WAITING_FOR_MACHINE_PROVISIONING: &str = "WaitingForMachineProvisioning";
     pub const CONTROL_PLANE_COMPONENTS_NOT_HEALTHY: &str = "ControlPlaneComponentsNotHealthy";
     pub const ETCD_CLUSTER_NOT_HEALTHY: &str = "EtcdClusterNotHealthy";
+    /// A scale up would add a member of a newer etcd minor to members below its upgrade floor.
+    pub const ETCD_BELOW_UPGRADE_FLOOR: &str = "EtcdBelowUpgradeFloor";
     /// `OwnerRemediated`: remediation waits (retry period, another remediation, etcd quorum).
     pub const REMEDIATION_DEFERRED: &str = "RemediationDeferred";
     /// `OwnerRemediated`: the machine cannot be remediated (the last one, maxRetry reached).

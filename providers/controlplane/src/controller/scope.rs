@@ -208,6 +208,12 @@ impl<'a> ControlPlane<'a> {
                     );
                     if let Err(reason) = etcd_membership::may_add_member(observed) {
                         refusal = Some(Blocker::EtcdMembership(reason));
+                    } else if let Some(below) = crate::etcd_upgrade::check_desired(
+                        &desired,
+                        &view.members,
+                        &view.versions(),
+                    ) {
+                        refusal = Some(Blocker::EtcdBelowUpgradeFloor(below));
                     }
                     Some(Membership {
                         action: etcd_membership::next_action(observed),

@@ -119,6 +119,45 @@ async fn voters_are_listed_with_status_and_no_alarms(release: EtcdRelease) {
     assert_eq!(f.clients.cached(), 6);
 }
 
+/// The upgrade floor against the server versions real members report: Debian's 3.4 is below 3.6's floor
+/// (3.5.20) and, an older minor, below 3.7's (3.6.11); the current 3.6 release is above 3.7's.
+async fn the_upgrade_floor_reads_the_versions_real_members_report(release: EtcdRelease) {
+    let f = three_members(release).await;
+    let observed = f.etcd.observe(&urls(&f.cluster)).await.unwrap();
+    let versions: std::collections::BTreeMap<u64, String> = observed
+        .states
+        .iter()
+        .map(|(id, s)| (*id, s.as_ref().unwrap().version.clone()))
+        .collect();
+    let check = |version: &str, tag: Option<&str>| {
+        kubeadm_controlplane::etcd_upgrade::check(version, tag, &observed.members, &versions)
+    };
+    let running = versions.values().next().unwrap().clone();
+    match release {
+        EtcdRelease::V3_4 => {
+            assert!(running.starts_with("3.4."), "{running}");
+            for (version, floor) in [("v1.34.4", "3.5.20"), ("v1.37.2", "3.6.11")] {
+                let held = check(version, None).unwrap_or_else(|| panic!("{version} not held"));
+                assert_eq!(held.floor, floor);
+                assert_eq!(held.members.len(), 3, "{held:?}");
+                assert!(
+                    held.members
+                        .iter()
+                        .all(|m| m.ends_with(&format!("({running})")))
+                );
+            }
+        }
+        EtcdRelease::Current => {
+            assert!(running.starts_with("3.6."), "{running}");
+            assert_eq!(check("v1.37.2", None), None);
+            // An image older than the members' is not an upgrade: not held here.
+            assert_eq!(check("v1.37.2", Some("3.5.24-0")), None);
+        }
+    }
+    // Pinned to the members' own minor, nothing is held.
+    assert_eq!(check("v1.37.2", Some(&format!("{running}-0"))), None);
+}
+
 async fn idle_connections_are_closed(release: EtcdRelease) {
     let f = three_members(release).await;
     let endpoints = urls(&f.cluster);
@@ -681,6 +720,7 @@ async fn routed_members_are_reached_through_local_relays(release: EtcdRelease) {
 
 testenv::on_every_etcd_release!(
     voters_are_listed_with_status_and_no_alarms,
+    the_upgrade_floor_reads_the_versions_real_members_report,
     idle_connections_are_closed,
     an_unstarted_learner_is_listed_without_status_and_removed,
     a_joining_learner_is_promoted_as_soon_as_it_is_in_sync,

@@ -138,6 +138,17 @@ pub(in crate::controller) struct EtcdView {
     pub etcd: WorkloadEtcd,
 }
 
+impl EtcdView {
+    /// Each member's server version, as its status reported it (members that answered).
+    pub fn versions(&self) -> BTreeMap<u64, String> {
+        self.observation
+            .states
+            .iter()
+            .filter_map(|(id, state)| Some((*id, state.as_ref().ok()?.version.clone())))
+            .collect()
+    }
+}
+
 impl EtcdSessions {
     /// Observes the membership through `endpoints` (the etcd pods' client URLs).
     pub(in crate::controller) async fn observe(
