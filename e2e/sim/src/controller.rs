@@ -82,6 +82,13 @@ pub struct NodeInfo {
     pub pids: Vec<u32>,
 }
 
+/// A look at a running real node ([`SimView::real_node`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RealNodeLook {
+    pub init_pid: u32,
+    pub memory: Option<crate::nspawn::NodeMemory>,
+}
+
 /// The running simulator; dropping it stops every process it started.
 pub struct Sim {
     state: Arc<Mutex<State>>,
@@ -293,6 +300,22 @@ impl SimView {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The real node of `namespace/machine` while it runs: its systemd's PID (to look inside it with
+    /// [`crate::nspawn::exec_in`], the simulator not held up meanwhile) and its memory.
+    pub fn real_node(&self, namespace: &str, machine: &str) -> Option<RealNodeLook> {
+        let state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match state
+            .machines
+            .get(&(namespace.to_owned(), machine.to_owned()))?
+        {
+            MachineRuntime::Real(node) => Some(RealNodeLook {
+                init_pid: node.init_pid()?,
+                memory: node.memory(),
+            }),
+            _ => None,
+        }
     }
 
     /// Faults applied to booting machines so far, in order: (namespace, machine, fault).

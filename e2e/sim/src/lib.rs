@@ -25,4 +25,4 @@ pub mod nspawn;
 pub mod real_kubeadm;
 pub mod real_node;
 
-pub use controller::{NodeInfo, Sim, SimOptions, SimView};
+pub use controller::{NodeInfo, RealNodeLook, Sim, SimOptions, SimView};

@@ -378,11 +378,7 @@ impl NspawnNode {
         let init = self
             .init_pid()
             .ok_or_else(|| failed("the node is not running".into()))?;
-        Command::new("nsenter")
-            .args(["--target", &init.to_string(), "--all", "--"])
-            .args(args)
-            .output()
-            .map_err(|e| failed(e.to_string()))
+        exec_in(init, args).map_err(|e| failed(e.to_string()))
     }
 
     /// Where the bootstrap stands: the sentinel, else cloud-init's result once it finished (or the node
@@ -483,6 +479,11 @@ impl NspawnNode {
         Orphans::forget(&self.name);
     }
 
+    /// What the node uses of this machine's memory; `None` once stopped or without a memory cgroup.
+    pub fn memory(&self) -> Option<NodeMemory> {
+        self.cgroups.as_ref()?.memory()
+    }
+
     /// The node's root folder (the merged view; mounted while the node exists).
     pub fn root(&self) -> &Path {
         &self.root
@@ -493,6 +494,14 @@ impl Drop for NspawnNode {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Runs `args` in every namespace of the process `init` (a node's systemd, [`NspawnNode::init_pid`]).
+pub fn exec_in(init: u32, args: &[&str]) -> std::io::Result<Output> {
+    Command::new("nsenter")
+        .args(["--target", &init.to_string(), "--all", "--"])
+        .args(args)
+        .output()
 }
 
 /// Where a node finds its image tarballs.
@@ -914,6 +923,17 @@ impl Orphans {
     }
 }
 
+/// A node's use of this machine's memory, in bytes, as its memory cgroup (v1) counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeMemory {
+    /// All of it: `memory.usage_in_bytes`.
+    pub total: u64,
+    /// Processes' own memory (`total_rss`): what stays however much the machine is short of memory.
+    pub anonymous: u64,
+    /// Files read and written (`total_cache`): the images unpacked, the logs, etcd's data; reclaimable.
+    pub page_cache: u64,
+}
+
 /// A node's cgroups: [`cgroup_name`] in every hierarchy.
 struct NodeCgroups {
     dirs: Vec<PathBuf>,
@@ -996,6 +1016,29 @@ impl NodeCgroups {
             std::thread::sleep(Duration::from_millis(50));
         }
         tracing::warn!(node = name, "processes of a powered-off node still run");
+    }
+
+    /// What the node's processes use of this machine's memory (its memory cgroup, everything below
+    /// counted): `None` without a memory hierarchy.
+    fn memory(&self) -> Option<NodeMemory> {
+        let dir = self
+            .dirs
+            .iter()
+            .find(|d| d.starts_with("/sys/fs/cgroup/memory"))?;
+        let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+        let field = |name: &str| {
+            stat.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        };
+        Some(NodeMemory {
+            total: std::fs::read_to_string(dir.join("memory.usage_in_bytes"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?,
+            anonymous: field("total_rss")?,
+            page_cache: field("total_cache")?,
+        })
     }
 
     /// Removes the node's cgroups, the ones its systemd, containerd and kubelet made below first.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::netns::NodeNetns;
-use crate::nspawn::{Bootstrap, NodeComponents, NodeSpec, NspawnNode, route_pods};
+use crate::nspawn::{Bootstrap, NodeComponents, NodeMemory, NodeSpec, NspawnNode, route_pods};
 
 /// kube-apiserver's port, as kubeadm binds it unless told otherwise.
 const API_SERVER_PORT: u16 = 6443;
@@ -135,6 +135,16 @@ impl RealNode {
             self.node.read("/etc/kubernetes/pki/ca.crt")?,
             self.node.read("/etc/kubernetes/pki/ca.key")?,
         ))
+    }
+
+    /// PID of the node's systemd (in this machine's namespace), once it runs.
+    pub fn init_pid(&self) -> Option<u32> {
+        self.node.init_pid()
+    }
+
+    /// What the node uses of this machine's memory.
+    pub fn memory(&self) -> Option<NodeMemory> {
+        self.node.memory()
     }
 
     /// PID of the node's `systemd-nspawn`.

@@ -11,6 +11,11 @@
 //! step (its hook on that Machine released), which is core Cluster API deleting it, is shown apart from
 //! the gaps. Nothing is asserted: it measures.
 //!
+//! With `BENCH_NODES=real` (`make bench-real`) the machines are real nodes (systemd-nspawn, real cloud-init,
+//! containerd and kubelet, see `templates/cluster-template-sim-real.yaml`): the quickstart's 3 + 2 shape is
+//! created, each node's boot is broken down (see `real.rs`), and the control plane is rolled
+//! `BENCH_ROLLOUTS` times (default 1), each new node's boot broken down as well.
+//!
 //! Steps come from the control plane's own Events (`MachineCreated`, `MachineDeleted`,
 //! `EtcdMembershipChanged`, with microsecond times); joins and machines gone from sampling the Machines
 //! and the etcd membership every 100 ms.
@@ -19,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use e2e_tests::Env;
-use e2e_tests::env::NS;
+use e2e_tests::env::{NS, REAL_NODES_TEMPLATE, render_template};
 use e2e_tests::etcd_watch::EtcdWatch;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -29,19 +34,54 @@ use kubeadm_api::controlplane::conditions::types;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::{CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL};
 
+#[path = "rollout/real.rs"]
+mod real;
+
 const CLUSTER: &str = "bench";
 const KCP: &str = "bench-control-plane";
+/// Workers of a real cluster: the quickstart's shape.
+const REAL_WORKERS: u32 = 2;
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn vars(control_planes: u32, generation: u32) -> BTreeMap<&'static str, String> {
-    [
-        ("CLUSTER_NAME", CLUSTER.to_owned()),
-        ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
-        ("WORKER_MACHINE_COUNT", "0".to_owned()),
-        ("CONTROL_PLANE_MACHINE_GEN", format!("genc{generation:02}")),
-    ]
-    .into()
+/// The machines' kind (`BENCH_NODES=real`: systemd-nspawn nodes, `make bench-real`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Nodes {
+    Simulated,
+    Real,
+}
+
+impl Nodes {
+    fn from_env() -> Self {
+        match std::env::var("BENCH_NODES").as_deref() {
+            Ok("real") => Nodes::Real,
+            _ => Nodes::Simulated,
+        }
+    }
+
+    /// Applies the cluster with `control_planes` machines at `generation`; real clusters keep
+    /// [`REAL_WORKERS`] workers (the quickstart's shape), simulated ones none.
+    async fn apply(self, env: &Env, control_planes: u32, generation: u32) {
+        let mut vars: BTreeMap<&str, String> = [
+            ("CLUSTER_NAME", CLUSTER.to_owned()),
+            ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
+            ("WORKER_MACHINE_COUNT", "0".to_owned()),
+            ("CONTROL_PLANE_MACHINE_GEN", format!("genc{generation:02}")),
+        ]
+        .into();
+        match self {
+            Nodes::Simulated => env.apply_template(&vars).await,
+            Nodes::Real => {
+                vars.insert("WORKER_MACHINE_COUNT", REAL_WORKERS.to_string());
+                vars.insert(
+                    "KUBERNETES_VERSION",
+                    testenv::binaries::ToolModule::KubernetesNode.version(),
+                );
+                env.apply(&render_template(REAL_NODES_TEMPLATE, &vars))
+                    .await;
+            }
+        }
+    }
 }
 
 /// A moment in a rollout: a step the control plane took, or something the benchmark saw.
@@ -157,7 +197,13 @@ async fn control_plane_says(env: &Env) -> String {
 }
 
 /// Rolls the control plane to `generation` and measures it.
-async fn roll(env: &Env, watch: &EtcdWatch, replicas: u32, generation: u32) -> Rollout {
+async fn roll(
+    env: &Env,
+    nodes: Nodes,
+    watch: &EtcdWatch,
+    replicas: u32,
+    generation: u32,
+) -> Rollout {
     let started = Timestamp::now();
     let clock = Instant::now();
     let before: BTreeSet<String> = control_plane_machines(env)
@@ -165,7 +211,7 @@ async fn roll(env: &Env, watch: &EtcdWatch, replicas: u32, generation: u32) -> R
         .into_iter()
         .map(|m| m.0)
         .collect();
-    env.apply_template(&vars(replicas, generation)).await;
+    nodes.apply(env, replicas, generation).await;
     let wanted = format!("genc{generation:02}");
     let mut joined: BTreeMap<String, Timestamp> = BTreeMap::new();
     let mut gone: BTreeMap<String, Timestamp> = BTreeMap::new();
@@ -376,14 +422,11 @@ fn print(rollouts: &[Rollout]) {
     }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
-async fn main() {
-    let rollouts: u32 = std::env::var("BENCH_ROLLOUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let env = Env::start(&[]).await;
-    env.apply_template(&vars(3, 1)).await;
+/// Creates the cluster with 3 control-plane machines at generation 1, the etcd watch sampling it from
+/// the start; returns once the control plane is ready, with when the watch started.
+async fn create_three(env: &Env, nodes: Nodes) -> (EtcdWatch, Timestamp) {
+    nodes.apply(env, 3, 1).await;
+    let watch_started = Timestamp::now();
     let watch = EtcdWatch::start(
         env.client.clone(),
         NS,
@@ -393,9 +436,24 @@ async fn main() {
     );
     env.wait_control_plane(KCP, 3, ROLLOUT_TIMEOUT, "create 3")
         .await;
+    (watch, watch_started)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let rollouts: Option<u32> = std::env::var("BENCH_ROLLOUTS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    if Nodes::from_env() == Nodes::Real {
+        real::run(rollouts.unwrap_or(1)).await;
+        return;
+    }
+    let rollouts = rollouts.unwrap_or(5);
+    let env = Env::start(&[]).await;
+    let (watch, _) = create_three(&env, Nodes::Simulated).await;
     let mut results = Vec::new();
     for generation in 2..2 + rollouts {
-        let r = roll(&env, &watch, 3, generation).await;
+        let r = roll(&env, Nodes::Simulated, &watch, 3, generation).await;
         println!(
             "rollout {} of 3 machines: {:.1} s, ratio {:.2}",
             results.len() + 1,
@@ -407,7 +465,7 @@ async fn main() {
     env.scale_control_plane(KCP, 5).await;
     env.wait_control_plane(KCP, 5, ROLLOUT_TIMEOUT, "scale to 5")
         .await;
-    let r = roll(&env, &watch, 5, 2 + rollouts).await;
+    let r = roll(&env, Nodes::Simulated, &watch, 5, 2 + rollouts).await;
     println!(
         "rollout of 5 machines: {:.1} s, ratio {:.2}",
         r.wall.as_secs_f64(),

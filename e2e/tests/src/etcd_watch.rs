@@ -196,6 +196,48 @@ pub fn check(samples: &[Sample]) -> Result<Summary, String> {
     }
 }
 
+/// A member's way in, as the watch saw it (each from the start of the watch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemberTimeline {
+    /// First seen as a learner without a name: added, its etcd not started yet.
+    pub added: Option<Duration>,
+    /// First seen under its name as a learner: its etcd runs and catches up.
+    pub started: Option<Duration>,
+    /// First seen as a voter.
+    pub promoted: Option<Duration>,
+}
+
+/// When the member `name` was added, started and promoted. An unnamed learner is `name`'s when it is the
+/// one in the samples right before `name` first shows (there is at most one learner at a time).
+pub fn member_timeline(samples: &[Sample], name: &str) -> MemberTimeline {
+    let answered: Vec<&Sample> = samples.iter().filter(|s| s.answered).collect();
+    let role = |s: &Sample| s.members.iter().find(|(n, _)| n == name).map(|m| m.1);
+    let Some(first) = answered.iter().position(|s| role(s).is_some()) else {
+        return MemberTimeline::default();
+    };
+    let unnamed_learner = |s: &Sample| {
+        s.members
+            .iter()
+            .any(|(n, learner)| n.is_empty() && *learner)
+    };
+    let added = answered[..first]
+        .iter()
+        .rev()
+        .take_while(|s| unnamed_learner(s))
+        .last()
+        .map(|s| s.at);
+    let started = (role(answered[first]) == Some(true)).then(|| answered[first].at);
+    let promoted = answered[first..]
+        .iter()
+        .find(|s| role(s) == Some(false))
+        .map(|s| s.at);
+    MemberTimeline {
+        added,
+        started,
+        promoted,
+    }
+}
+
 /// Where the watch finds etcd: the client URLs of the members as the machines run them.
 type Urls = Box<dyn Fn() -> Vec<String> + Send + Sync>;
 
@@ -526,6 +568,44 @@ mod tests {
             leader: None,
             recheck: None,
         }
+    }
+
+    #[test]
+    fn a_member_is_added_unnamed_started_under_its_name_then_promoted() {
+        let t = Instant::now();
+        let with = |at_ms: u64, answered: bool, members: &[(&str, bool)]| Sample {
+            members: members.iter().map(|(n, l)| ((*n).to_owned(), *l)).collect(),
+            ..sample(at_ms, t, answered, 1)
+        };
+        let samples = vec![
+            with(0, true, &[("a", false)]),
+            // An earlier learner's: promoted before d's was added.
+            with(100, true, &[("a", false), ("", true)]),
+            with(200, true, &[("a", false), ("b", false)]),
+            with(300, true, &[("a", false), ("b", false), ("", true)]),
+            with(400, false, &[]),
+            with(500, true, &[("a", false), ("b", false), ("", true)]),
+            with(600, true, &[("a", false), ("b", false), ("d", true)]),
+            with(700, true, &[("a", false), ("b", false), ("d", false)]),
+        ];
+        assert_eq!(
+            member_timeline(&samples, "d"),
+            MemberTimeline {
+                added: Some(Duration::from_millis(300)),
+                started: Some(Duration::from_millis(600)),
+                promoted: Some(Duration::from_millis(700)),
+            }
+        );
+        // b was never seen as a learner: only its promotion is known.
+        assert_eq!(
+            member_timeline(&samples, "b"),
+            MemberTimeline {
+                added: Some(Duration::from_millis(100)),
+                started: None,
+                promoted: Some(Duration::from_millis(200)),
+            }
+        );
+        assert_eq!(member_timeline(&samples, "z"), MemberTimeline::default());
     }
 
     #[test]
