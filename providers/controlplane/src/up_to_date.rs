@@ -5,7 +5,7 @@ use std::fmt;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kubeadm_api::bootstrap::v1beta2::{
-    Discovery, Format, InitConfiguration, JoinControlPlane, KubeadmConfigSpec,
+    Discovery, Format, InitConfiguration, JoinConfiguration, JoinControlPlane, KubeadmConfigSpec,
 };
 use serde_json::Value;
 
@@ -110,13 +110,24 @@ pub fn kubeadm_config_matches(
 }
 
 fn is_init(spec: &KubeadmConfigSpec) -> bool {
+    spec.join_configuration.control_plane.is_none() && !is_join_without_control_plane(spec)
+}
+
+/// A control-plane join written by Cluster API v1.11 or older: its `joinConfiguration` carries the join
+/// (node registration, discovery) but no `controlPlane`, and it has no `initConfiguration`. It is a join
+/// with kubeadm's defaults for `controlPlane`, not an init config (kubernetes-sigs/cluster-api#14172).
+fn is_join_without_control_plane(spec: &KubeadmConfigSpec) -> bool {
     spec.join_configuration.control_plane.is_none()
+        && spec.init_configuration == InitConfiguration::default()
+        && spec.join_configuration != JoinConfiguration::default()
 }
 
 fn compare(current: &KubeadmConfigSpec, desired: &KubeadmConfigSpec, as_join: bool) -> Vec<String> {
     let mut current = current.clone();
     let mut desired = desired.clone();
-    if as_join && is_init(&current) {
+    if is_join_without_control_plane(&current) {
+        current.join_configuration.control_plane = Some(JoinControlPlane::default());
+    } else if as_join && is_init(&current) {
         let init = std::mem::take(&mut current.init_configuration);
         let join = &mut current.join_configuration;
         join.timeouts = init.timeouts;
@@ -311,6 +322,40 @@ mod tests {
                 "spec.joinConfiguration.controlPlane.localAPIEndpoint",
                 "spec.preKubeadmCommands"
             ]
+        );
+    }
+
+    /// Cluster API v1.14.2 (kubernetes-sigs/cluster-api#14172): joins written by Cluster API v1.11 or older
+    /// have no `joinConfiguration.controlPlane`; they must not be taken for init configs and rolled.
+    #[test]
+    fn a_join_written_without_join_configuration_control_plane_is_not_rolled() {
+        let desired = DesiredState::of(&kcp(base())).unwrap();
+        let mut old_join = desired.join.clone();
+        assert_eq!(
+            old_join.join_configuration.control_plane,
+            Some(JoinControlPlane::default()),
+            "the desired join has kubeadm's default controlPlane"
+        );
+        old_join.join_configuration.control_plane = None;
+        assert_ne!(
+            old_join.join_configuration,
+            JoinConfiguration::default(),
+            "the join carries its node registration"
+        );
+        assert_eq!(
+            outdated(&machine(&desired, old_join.clone()), &desired, now()),
+            []
+        );
+        // A real difference in such a config is still found.
+        old_join.pre_kubeadm_commands.push("echo more".into());
+        assert_eq!(
+            outdated(&machine(&desired, old_join), &desired, now()).len(),
+            1
+        );
+        // The init config is still an init config.
+        assert_eq!(
+            outdated(&machine(&desired, desired.init.clone()), &desired, now()),
+            []
         );
     }
 

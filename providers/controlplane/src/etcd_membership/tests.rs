@@ -544,6 +544,34 @@ fn a_learner_still_behind_after_its_timeout_is_removed() {
     }
 }
 
+/// Cluster API v1.14.2 (kubernetes-sigs/cluster-api#14208, fixing #14197): its provider removed a learner
+/// that had not started yet (no name) as soon as the joining Machine's Node registered, which the kubelet
+/// does before kubeadm's etcd static pod runs, and so killed joins. Here an unstarted member belongs to
+/// the Machine whose address its peer URL names, Node or not, and goes only after its grace.
+#[test]
+fn an_unstarted_learner_whose_node_registered_is_kept_within_its_grace() {
+    let joining = Cluster::healthy(3).unstarted(4, true);
+    assert!(
+        joining.machines[3].node.is_some(),
+        "the joining Machine's Node registered"
+    );
+    assert_eq!(
+        member_machine(&joining.members[3], &joining.machines).map(|m| m.name.as_str()),
+        Some("m-4")
+    );
+    assert_eq!(
+        joining.clone().seen(4, 4).next(),
+        Action::Wait(Reason::Unstarted { member: unnamed(4) })
+    );
+    assert_eq!(
+        joining.seen(4, 5).next(),
+        Action::RemoveUnstartedMember {
+            member: 4,
+            machine: Some("m-4".into()),
+        }
+    );
+}
+
 #[test]
 fn a_member_that_never_started_is_removed_after_its_grace() {
     let removed = |machine: Option<&str>| Action::RemoveUnstartedMember {
