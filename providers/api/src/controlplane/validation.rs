@@ -9,8 +9,8 @@
 //!   and the certificate checks run even when no rollout strategy is set.
 //! - `maxSurge` accepts 0 and 1 as numbers or strings; anything else (e.g. "50%") is rejected.
 //! - Error paths are the JSON paths of the fields (Cluster API names `machineTemplate.infrastructure.*`).
-//! - A CoreDNS upgrade is only checked for not going backwards: the list of versions Cluster API's
-//!   Corefile migration library knows is not carried here.
+//! - A CoreDNS upgrade is checked as Cluster API checks it, against the releases its Corefile migration
+//!   library (v1.0.35) knows; the annotation `controlplane.cluster.x-k8s.io/skip-coredns` skips it.
 //! - Machine naming templates may use `.cluster.name`, `.kubeadmControlPlane.name` and `.random` only.
 //! - `etcd.local.extraArgs` naming a flag the control plane's etcd removed (etcd 3.7, which Kubernetes
 //!   1.37's kubeadm deploys, has none of the `--experimental-*` flags) are refused on create, on an update
@@ -1030,6 +1030,31 @@ fn version_skew_errors(old: &str, new: &str) -> Vec<FieldError> {
     Vec::new()
 }
 
+/// The CoreDNS releases Cluster API's Corefile migration (github.com/coredns/corefile-migration v1.0.35,
+/// the version Cluster API v1.14.1 uses) can migrate between, oldest first: an upgrade must start from one
+/// of them and end at a later one.
+const COREDNS_MIGRATIONS: [&str; 58] = [
+    "1.1.3", "1.1.4", "1.2.0", "1.2.1", "1.2.2", "1.2.3", "1.2.4", "1.2.5", "1.2.6", "1.3.0",
+    "1.3.1", "1.4.0", "1.5.0", "1.5.1", "1.5.2", "1.6.0", "1.6.1", "1.6.2", "1.6.3", "1.6.4",
+    "1.6.5", "1.6.6", "1.6.7", "1.6.9", "1.7.0", "1.7.1", "1.8.0", "1.8.3", "1.8.4", "1.8.5",
+    "1.8.6", "1.8.7", "1.9.0", "1.9.1", "1.9.2", "1.9.3", "1.9.4", "1.10.0", "1.10.1", "1.11.0",
+    "1.11.1", "1.11.3", "1.11.4", "1.12.0", "1.12.1", "1.12.2", "1.12.3", "1.12.4", "1.13.0",
+    "1.13.1", "1.13.2", "1.14.0", "1.14.1", "1.14.2", "1.14.3", "1.14.4", "1.14.6", "1.14.7",
+];
+
+/// Whether the Corefile migration goes up from `from` to `to` (both `major.minor.patch`), with its
+/// own wording when it cannot.
+fn coredns_up_migration(from: &str, to: &str) -> Result<(), String> {
+    let Some(start) = COREDNS_MIGRATIONS.iter().position(|v| *v == from) else {
+        return Err(format!("start version '{from}' not supported"));
+    };
+    if COREDNS_MIGRATIONS[start + 1..].contains(&to) {
+        Ok(())
+    } else {
+        Err(format!("cannot migrate up to '{to}' from '{from}'"))
+    }
+}
+
 fn coredns_upgrade_errors(
     old: &ClusterConfiguration,
     new: &ClusterConfiguration,
@@ -1055,15 +1080,22 @@ fn coredns_upgrade_errors(
     let Ok(to) = Semver::parse_image_tag(to_tag) else {
         return Vec::new();
     };
-    if to < from {
-        return vec![FieldError::forbidden(
+    // The same release is fine even when the migration does not know it (as in Cluster API).
+    if to == from {
+        return Vec::new();
+    }
+    let plain = |v: &Semver| format!("{}.{}.{}", v.major, v.minor, v.patch);
+    match coredns_up_migration(&plain(&from), &plain(&to)) {
+        Ok(()) => Vec::new(),
+        Err(why) => vec![FieldError::forbidden(
             path,
             format!(
-                "cannot migrate CoreDNS up to '{to}' from '{from}': CoreDNS cannot be downgraded"
+                "cannot migrate CoreDNS up to '{}' from '{}': {why}",
+                plain(&to),
+                plain(&from)
             ),
-        )];
+        )],
     }
-    Vec::new()
 }
 
 fn uses_external_etcd(config: Option<&KubeadmConfigSpec>) -> bool {
@@ -1700,8 +1732,28 @@ spec:
             |k| cluster(k).dns.image_tag = Some("v1.10.1".into()),
             &[(
                 "spec.kubeadmConfigSpec.clusterConfiguration.dns.imageTag",
-                "cannot migrate CoreDNS up to '1.10.1' from '1.11.3': CoreDNS cannot be downgraded",
+                "cannot migrate CoreDNS up to '1.10.1' from '1.11.3': cannot migrate up to '1.10.1' from '1.11.3'",
             )],
+        ),
+        (
+            "CoreDNS upgrade the Corefile migration knows",
+            |k| cluster(k).dns.image_tag = Some("v1.12.1".into()),
+            &[],
+        ),
+        (
+            // Cluster API's webhook test "should fail when upgrading to an unsupported version"
+            // (kubernetes-sigs/cluster-api#14117 moved the migration to v1.0.35).
+            "CoreDNS upgrade to a version the Corefile migration does not know",
+            |k| cluster(k).dns.image_tag = Some("v99.99.99".into()),
+            &[(
+                "spec.kubeadmConfigSpec.clusterConfiguration.dns.imageTag",
+                "cannot migrate CoreDNS up to '99.99.99' from '1.11.3': cannot migrate up to '99.99.99' from '1.11.3'",
+            )],
+        ),
+        (
+            "CoreDNS upgrade to the newest release v1.0.35 knows",
+            |k| cluster(k).dns.image_tag = Some("1.14.7".into()),
+            &[],
         ),
         (
             "CoreDNS downgrade when CoreDNS is not managed",
@@ -1721,6 +1773,24 @@ spec:
             )],
         ),
     ];
+
+    #[test]
+    fn a_coredns_upgrade_from_a_release_the_migration_does_not_know_is_refused_unless_unchanged() {
+        let mut old = kcp();
+        cluster(&mut old).dns.image_tag = Some("v1.11.2".into());
+        let mut new = old.clone();
+        cluster(&mut new).dns.image_tag = Some("v1.12.1".into());
+        assert_eq!(
+            found(validate_kcp_update(&old, &new)),
+            expect(&[(
+                "spec.kubeadmConfigSpec.clusterConfiguration.dns.imageTag",
+                "cannot migrate CoreDNS up to '1.12.1' from '1.11.2': start version '1.11.2' not supported",
+            )])
+        );
+        // The same release (another spelling) is no migration at all.
+        cluster(&mut new).dns.image_tag = Some("1.11.2".into());
+        assert_eq!(found(validate_kcp_update(&old, &new)), vec![]);
+    }
 
     #[test]
     fn update_rules() {
