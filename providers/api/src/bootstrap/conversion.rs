@@ -560,6 +560,7 @@ fn file_to_hub(file: &v1::File) -> v2::File {
             v1::FileContentFormat::Raw => v2::FileContentFormat::Raw,
             v1::FileContentFormat::Template => v2::FileContentFormat::Template,
         }),
+        defer: file.defer,
     }
 }
 
@@ -585,6 +586,7 @@ fn file_from_hub(file: &v2::File) -> v1::File {
             v2::FileContentFormat::Raw => v1::FileContentFormat::Raw,
             v2::FileContentFormat::Template => v1::FileContentFormat::Template,
         }),
+        defer: file.defer,
     }
 }
 

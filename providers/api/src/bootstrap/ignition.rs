@@ -69,6 +69,14 @@ pub fn spec_problems(spec: &KubeadmConfigSpec) -> Vec<(String, String)> {
                 "must be an absolute path with format ignition".to_owned(),
             ));
         }
+        if file.defer == Some(true) {
+            problems.push((
+                format!("files[{i}].defer"),
+                "Ignition writes every file before the machine boots further and has no later stage; \
+                 write the file from a command (postKubeadmCommands) or use format cloud-config"
+                    .to_owned(),
+            ));
+        }
         if file.encoding == Some(Encoding::Base64)
             && let Some(content) = &file.content
             && let Err(rule) = decode_base64(content)

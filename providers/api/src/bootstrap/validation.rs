@@ -485,6 +485,19 @@ bootCommands:
             },
             &[("spec.users[0].inactive", CANNOT_USE_WITH_IGNITION)],
         ),
+        ("a deferred file", |s| s.files[1].defer = Some(true), &[]),
+        (
+            "ignition: a deferred file",
+            |s| {
+                ignition(s);
+                s.files[1].defer = Some(true);
+            },
+            &[(
+                "spec.files[1].defer",
+                "Ignition writes every file before the machine boots further and has no later stage; \
+                 write the file from a command (postKubeadmCommands) or use format cloud-config",
+            )],
+        ),
         (
             "template file content",
             |s| s.files[1].content_format = Some(FileContentFormat::Template),

@@ -53,6 +53,9 @@ struct WriteFile<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     append: Option<bool>,
     content: &'a str,
+    /// Written by cloud-init's final stage (`write_files_deferred`), after users and mounts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    defer: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -201,6 +204,7 @@ fn write_file(file: &File) -> WriteFile<'_> {
         permissions: file.permissions.as_deref(),
         append: file.append.filter(|append| *append),
         content: file.content.as_deref().unwrap_or_default(),
+        defer: file.defer.filter(|defer| *defer),
     }
 }
 
@@ -212,6 +216,7 @@ fn generated_file<'a>(path: &'a str, content: &'a str) -> WriteFile<'a> {
         permissions: Some("0640"),
         append: None,
         content,
+        defer: None,
     }
 }
 

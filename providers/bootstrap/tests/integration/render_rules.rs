@@ -170,6 +170,65 @@ fn ignition_files_must_not_replace_generated_ones() {
     }
 }
 
+/// `files[].defer` (Cluster API v1.15, kubernetes-sigs/cluster-api#14182): cloud-init writes the file in
+/// its final stage, after users and mounts; real cloud-init's schema accepts what is rendered.
+#[test]
+fn a_deferred_file_is_written_by_cloud_init_after_users_and_mounts() {
+    let spec = with_file(File {
+        path: "/home/ops/.ssh/config".into(),
+        owner: Some("ops:ops".into()),
+        content: Some("Host *\n".into()),
+        defer: Some(true),
+        ..File::default()
+    });
+    let rendered = String::from_utf8(render_init(&spec).unwrap()).unwrap();
+    let document: serde_json::Value = serde_saphyr::from_str(
+        rendered
+            .strip_prefix("## template: jinja\n")
+            .expect("the Jinja header"),
+    )
+    .unwrap();
+    let files = document["write_files"].as_array().unwrap();
+    let deferred: Vec<&str> = files
+        .iter()
+        .filter(|f| f["defer"] == serde_json::Value::Bool(true))
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(deferred, ["/home/ops/.ssh/config"], "{rendered}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("user-data");
+    std::fs::write(
+        &file,
+        rendered.strip_prefix("## template: jinja\n").unwrap(),
+    )
+    .unwrap();
+    let output = std::process::Command::new("cloud-init")
+        .args(["schema", "--config-file"])
+        .arg(&file)
+        .output()
+        .expect("cloud-init is installed by hack/install-testenv.sh");
+    assert!(
+        output.status.success(),
+        "cloud-init schema: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn ignition_refuses_a_deferred_file() {
+    let mut spec = fixture_spec_with_format(Format::Ignition);
+    spec.files.push(File {
+        path: "/etc/late".into(),
+        content: Some("late\n".into()),
+        defer: Some(true),
+        ..File::default()
+    });
+    let at = format!("spec.files[{}].defer", spec.files.len() - 1);
+    invalid(&at, "has no later stage", render_init(&spec));
+}
+
 #[test]
 fn permissions_must_be_an_octal_mode() {
     let spec = with_file(File {

@@ -431,6 +431,7 @@ fn file1() -> impl Strategy<Value = v1::File> {
         opt(text()),
         opt(source),
         opt(format),
+        opt(any::<bool>()),
     )
         .prop_map(
             |(
@@ -442,6 +443,7 @@ fn file1() -> impl Strategy<Value = v1::File> {
                 content,
                 content_from,
                 content_format,
+                defer,
             )| {
                 v1::File {
                     path,
@@ -452,6 +454,7 @@ fn file1() -> impl Strategy<Value = v1::File> {
                     content,
                     content_from,
                     content_format,
+                    defer,
                 }
             },
         )
@@ -1038,6 +1041,7 @@ fn file2() -> impl Strategy<Value = v2::File> {
                 v1::FileContentFormat::Raw => v2::FileContentFormat::Raw,
                 v1::FileContentFormat::Template => v2::FileContentFormat::Template,
             }),
+            defer: f.defer,
         })
         .boxed()
 }

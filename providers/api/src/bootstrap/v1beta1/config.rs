@@ -211,6 +211,9 @@ pub struct File {
     /// `.controlPlane.version`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_format: Option<FileContentFormat>,
+    /// Write the file in cloud-init's final stage, after users and mounts (cloud-init only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer: Option<bool>,
 }
 
 /// The source of a file's content.

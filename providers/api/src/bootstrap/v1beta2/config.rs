@@ -213,6 +213,10 @@ pub struct File {
     /// How the resolved content is interpreted: Raw (default) or Template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_format: Option<FileContentFormat>,
+    /// Written in cloud-init's final stage, after users and mounts exist (cloud-init
+    /// `write_files[].defer`, Cluster API v1.15); Ignition has no such stage and refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer: Option<bool>,
 }
 
 /// External source of a file's content.
