@@ -81,8 +81,12 @@ fn journal_lines(journal: &str) -> Vec<(f64, &str)> {
 /// and what comes after them (etcd's wait for its new member) is still that phase's.
 const WITHIN_A_PHASE: [&str; 1] = ["patches"];
 
-/// Whether `message` is a klog line (`W1206 14:47:17.846327 …`): kubeadm's log, inside a phase.
-fn is_klog(message: &str) -> bool {
+/// Whether `message` is a log line inside a phase: kubeadm's klog (`W1206 14:47:17.846327 …`) or its
+/// etcd client's JSON (`{"level":"warn",…}`).
+fn is_log(message: &str) -> bool {
+    if message.starts_with('{') {
+        return true;
+    }
     let mut chars = message.chars();
     matches!(chars.next(), Some('I' | 'W' | 'E' | 'F'))
         && chars.by_ref().take(4).filter(char::is_ascii_digit).count() == 4
@@ -126,7 +130,7 @@ pub fn steps(record: &BootRecord) -> Result<Boot, String> {
     let mut phases: Vec<(&str, f64)> = Vec::new();
     let mut kubeadm_end = None;
     for (time, message) in lines.iter().filter(|(t, _)| *t >= final_start) {
-        if kubeadm_end.is_some() || message.starts_with(char::is_whitespace) || is_klog(message) {
+        if kubeadm_end.is_some() || message.starts_with(char::is_whitespace) || is_log(message) {
             continue;
         }
         match phase_tag(message) {
@@ -260,6 +264,7 @@ mod tests {
 1013.1 cp-1 cloud-init[210]: [patches] Applied patch of type \"application/strategic-merge-patch+json\" to target \"etcd\"
 1024.0 cp-1 cloud-init[210]: [etcd] Waiting for the new etcd member to join the cluster. This can take up to 40s
 1025.0 cp-1 cloud-init[210]: W1206 14:47:28.231138     256 etcd.go:601] a klog line stays in its phase
+1026.0 cp-1 cloud-init[210]: {\"level\":\"warn\",\"logger\":\"etcd-client\",\"msg\":\"retrying of unary invoker failed\"}
 1030.0 cp-1 cloud-init[210]: [kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap
 1036.0 cp-1 cloud-init[210]: [control-plane-check] kube-apiserver is healthy after 29.142511ms
 1036.5 cp-1 cloud-init[210]: This node has joined the cluster and a new control plane instance was created:
