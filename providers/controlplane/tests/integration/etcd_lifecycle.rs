@@ -463,6 +463,78 @@ async fn scheduled_defragmentation_shrinks_every_member_while_writes_continue(
     );
 }
 
+/// A version bump whose kubeadm deploys a newer etcd minor than the members run: on etcd 3.4 members the
+/// bump to 1.34 (kubeadm's etcd 3.6.5) waits, naming each member below 3.6's floor (3.5.20), and no
+/// machine is created; pinning an etcd image of the members' own minor lets the rollout go. On the
+/// current release (3.6 members) the same bump is no new minor and rolls at once.
+async fn a_rollout_to_a_newer_etcd_minor_waits_for_members_at_its_upgrade_floor(
+    release: EtcdRelease,
+) {
+    let env = setup_with(3, "prod-control-plane-genc01", true, Some(release)).await;
+    wait_converged(&env, 3, "initial").await;
+    let before: Vec<String> = machines(&env.client)
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    patch_kcp(&env.client, json!({ "version": "v1.34.4" })).await;
+    if release == EtcdRelease::V3_4 {
+        let deadline = Instant::now() + CONVERGE;
+        let message = loop {
+            let kcp = kcp(&env.client).await;
+            if let Some(c) = condition(&kcp, "RollingOut")
+                && c.reason == "EtcdBelowUpgradeFloor"
+            {
+                break c.message.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the rollout was not held: {:?}",
+                kcp.status.map(|s| s.conditions)
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        assert!(
+            message.contains(
+                "a new member would run etcd 3.6.5, which may join only members at 3.5.20 or newer"
+            ),
+            "{message}"
+        );
+        for name in &before {
+            assert!(
+                message.contains(&format!("node-{name} (3.4.")),
+                "{name}: {message}"
+            );
+        }
+        // Held for a while: no machine was created.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now: Vec<String> = machines(&env.client)
+            .await
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        assert_eq!(now, before);
+        patch_kcp(
+            &env.client,
+            json!({ "kubeadmConfigSpec": { "clusterConfiguration": { "etcd": { "local": {
+                "imageTag": "3.4.23-0"
+            }}}}}),
+        )
+        .await;
+    }
+    wait_observed(&env.client).await;
+    wait_converged(&env, 3, "rollout to v1.34.4").await;
+    let rolled = machines(&env.client).await;
+    assert!(
+        rolled.iter().all(
+            |m| m.spec.version.as_deref() == Some("v1.34.4") && !before.contains(&m.name_any())
+        ),
+        "{:?}",
+        rolled.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+    );
+    wait_members_match_machines(&env, "rollout to v1.34.4").await;
+}
+
 async fn three_to_five_to_three_keeps_one_voter_per_machine(release: EtcdRelease) {
     let env = setup_with(3, "prod-control-plane-genc01", true, Some(release)).await;
     wait_converged(&env, 3, "initial").await;
@@ -831,6 +903,7 @@ testenv::on_every_etcd_release!(
     a_member_that_never_started_is_removed_while_the_voters_keep_quorum,
     scheduled_defragmentation_shrinks_every_member_while_writes_continue,
     three_to_five_to_three_keeps_one_voter_per_machine,
+    a_rollout_to_a_newer_etcd_minor_waits_for_members_at_its_upgrade_floor,
     a_leaving_machine_keeps_its_member_until_other_pre_terminate_hooks_are_gone,
     scheduled_snapshots_are_written_kept_and_accepted_by_the_release_tools,
     scheduled_snapshots_into_secrets_are_pruned_refused_when_too_large_and_accepted_by_the_release_tools,
