@@ -387,8 +387,12 @@ pub fn may_add_member(observed: Observed<'_>) -> Result<(), Reason> {
     }
 }
 
-/// The Machine that hosts a member: the one whose Node carries the member's name, or, for a member that never
-/// started and so has no name yet, the one with the host of one of its peer URLs among its addresses.
+/// The Machine that hosts a member: the one whose Node carries the member's name; else the one with the host
+/// of one of the member's peer URLs among its addresses, when that Machine has no Node to go by: a member
+/// that never started has no name yet, and a Machine may have lost its Node or never got one while its
+/// etcd runs (a kubelet that cannot register still runs the static pods). Without that second look, such a
+/// Machine's deletion would release its hook and leave its member behind (the fault Cluster API v1.14.3
+/// fixed in kubernetes-sigs/cluster-api#14263).
 pub fn member_machine<'m>(member: &Member, machines: &'m [EtcdMachine]) -> Option<&'m EtcdMachine> {
     if !member.name.is_empty()
         && let Some(machine) = machines
@@ -397,18 +401,18 @@ pub fn member_machine<'m>(member: &Member, machines: &'m [EtcdMachine]) -> Optio
     {
         return Some(machine);
     }
-    if member.is_started() {
-        return None;
-    }
-    machines.iter().find(|machine| {
-        member.peer_urls.iter().map(|u| url_host(u)).any(|host| {
-            !host.is_empty()
-                && machine
-                    .addresses
-                    .iter()
-                    .any(|a| a.eq_ignore_ascii_case(host))
+    machines
+        .iter()
+        .filter(|m| !member.is_started() || m.node.is_none())
+        .find(|machine| {
+            member.peer_urls.iter().map(|u| url_host(u)).any(|host| {
+                !host.is_empty()
+                    && machine
+                        .addresses
+                        .iter()
+                        .any(|a| a.eq_ignore_ascii_case(host))
+            })
         })
-    })
 }
 
 /// Members whose first sighting the caller records in [`Observed::first_seen`]; it may forget all others.

@@ -362,10 +362,19 @@ fn a_members_machine_is_found_by_node_then_by_peer_host() {
     let table = [
         ("by node name", voter(1), Some("m-1")),
         (
-            "a started member only by name",
+            "a started member, by peer host, of a Machine without a Node",
             Member {
                 name: "node-9".into(),
                 ..voter(2)
+            },
+            Some("m-2"),
+        ),
+        (
+            "a started member at the address of a Machine whose Node is another's",
+            Member {
+                name: "node-9".into(),
+                peer_urls: vec!["https://[fd00::3]:2380".into()],
+                ..voter(3)
             },
             None,
         ),
@@ -570,6 +579,30 @@ fn an_unstarted_learner_whose_node_registered_is_kept_within_its_grace() {
             machine: Some("m-4".into()),
         }
     );
+}
+
+/// Cluster API v1.14.3 (kubernetes-sigs/cluster-api#14263): the member of a Machine being deleted is found
+/// even when the Machine has no usable nodeRef, by its address; its member is removed before the hook is
+/// released, not left behind as a dead voter.
+#[test]
+fn the_member_of_a_deleting_machine_without_a_node_is_removed_before_its_hook_is_released() {
+    let without_node = Cluster::healthy(3)
+        .deleting(3)
+        .with_machine("m-3", |m| m.node = None);
+    assert_eq!(
+        member_machine(&without_node.members[2], &without_node.machines).map(|m| m.name.as_str()),
+        Some("m-3")
+    );
+    assert_eq!(
+        without_node.next(),
+        Action::RemoveMember {
+            member: 3,
+            machine: "m-3".into(),
+        }
+    );
+    // A Machine whose Node is another's is not matched by address: the name decides.
+    let renamed = Cluster::healthy(3).with_machine("m-3", |m| m.node = Some("elsewhere".into()));
+    assert_eq!(member_machine(&renamed.members[2], &renamed.machines), None);
 }
 
 #[test]
