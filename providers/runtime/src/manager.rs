@@ -81,6 +81,25 @@ pub struct WebhookArgs {
     /// Address the webhook server listens on.
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED), value_name = "IP")]
     pub webhook_bind_address: IpAddr,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// Cluster API's TLS flags for the webhook server, with Go's names.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct TlsArgs {
+    /// Lowest TLS version served: VersionTLS12 (the default) or VersionTLS13.
+    #[arg(long, default_value = "VersionTLS12", value_name = "VERSION")]
+    pub tls_min_version: String,
+    /// TLS 1.2 cipher suites offered, comma-separated Go names (e.g.
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256); every AEAD ECDHE suite when unset. TLS 1.3's suites are
+    /// always offered, as in Go.
+    #[arg(long, value_delimiter = ',', value_name = "SUITES")]
+    pub tls_cipher_suites: Vec<String>,
+    /// Key-exchange groups in order of preference, comma-separated Go names: X25519, CurveP256,
+    /// CurveP384; all three when unset.
+    #[arg(long, value_delimiter = ',', value_name = "CURVES")]
+    pub tls_curve_preferences: Vec<String>,
 }
 
 impl WebhookArgs {

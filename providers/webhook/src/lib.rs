@@ -41,6 +41,7 @@ mod metrics;
 mod review;
 mod server;
 mod serving_cert;
+mod tls_options;
 mod typed;
 
 use std::net::SocketAddr;
@@ -57,6 +58,7 @@ pub use server::{
     WebhookServerBuilder, bind,
 };
 pub use serving_cert::{DEFAULT_CERT_DIR, TlsFiles};
+pub use tls_options::{TlsFlags, TlsOptions};
 pub use typed::Change;
 
 /// The answer to a validating request for one of our kinds: the denial naming every broken rule, or
@@ -88,7 +90,14 @@ pub async fn serve_for_manager(
     let addr = args.addr().ok_or_else(|| {
         kubeadm_runtime::manager::Error::Webhooks("turned off by --webhook-port=0".into())
     })?;
+    let tls = TlsOptions::from_flags(&TlsFlags {
+        min_version: args.tls.tls_min_version.clone(),
+        cipher_suites: args.tls.tls_cipher_suites.clone(),
+        curve_preferences: args.tls.tls_curve_preferences.clone(),
+    })
+    .map_err(kubeadm_runtime::manager::Error::Webhooks)?;
     let listening = server
+        .with_tls(tls)
         .listen_at(addr, &args.webhook_cert_dir)
         .await
         .map_err(failed)?;

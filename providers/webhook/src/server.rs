@@ -31,6 +31,7 @@ use crate::conversion::{self, ConvertFn};
 use crate::metrics::{self, Outcome};
 use crate::review::BadReview;
 use crate::serving_cert::{ServingCert, TlsFiles};
+use crate::tls_options::TlsOptions;
 use crate::typed::{self, Change};
 use crate::{Admission, Error};
 
@@ -163,6 +164,7 @@ impl WebhookServerBuilder {
             endpoints,
             max_body_bytes: self.max_body_bytes,
             cert_reload_interval: self.cert_reload_interval,
+            tls: TlsOptions::defaults(),
         })
     }
 }
@@ -172,6 +174,7 @@ pub struct WebhookServer {
     endpoints: BTreeMap<String, Arc<Endpoint>>,
     max_body_bytes: usize,
     cert_reload_interval: Duration,
+    tls: TlsOptions,
 }
 
 impl WebhookServer {
@@ -181,6 +184,13 @@ impl WebhookServer {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             cert_reload_interval: DEFAULT_CERT_RELOAD_INTERVAL,
         }
+    }
+
+    /// Serves with these TLS versions, suites and key-exchange groups (`--tls-*` flags) instead of
+    /// rustls's defaults.
+    pub fn with_tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The registered paths, sorted.
@@ -212,10 +222,10 @@ impl WebhookServer {
     /// when the certificate or key cannot be loaded. Nothing is accepted before
     /// [`Listening::serve`].
     pub fn listen(self, listener: TcpListener, tls: TlsFiles) -> Result<Listening, Error> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::clone(&self.tls.provider);
         let cert = Arc::new(ServingCert::load(tls, Arc::clone(&provider))?);
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+            .with_protocol_versions(self.tls.versions)?
             .with_no_client_auth()
             .with_cert_resolver(cert.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];

@@ -73,6 +73,7 @@ async fn the_real_rules_refuse_default_and_convert_through_the_api_server() {
         webhook_port: serving.port,
         webhook_cert_dir: serving.cert_dir.clone(),
         webhook_bind_address: [127, 0, 0, 1].into(),
+        tls: Default::default(),
     };
     let server = tokio::spawn(webhooks::start(&args, shutdown).await.unwrap());
 

@@ -10,7 +10,8 @@ use hyper::StatusCode;
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_webhook::{
-    AdmissionRequest, CONVERSION_PATH, Change, Denial, FieldError, TlsFiles, WebhookServer,
+    AdmissionRequest, CONVERSION_PATH, Change, Denial, FieldError, TlsFiles, TlsFlags, TlsOptions,
+    WebhookServer,
 };
 use serde_json::{Value, json};
 use support::{CertDir, Client, Pki, Running, admission_review};
@@ -327,6 +328,95 @@ async fn a_tls_1_2_client_is_served() {
 
     let client = Client::connect(running.addr, &pki.ca_pem).await.unwrap();
     assert_eq!(client.version, rustls::ProtocolVersion::TLSv1_3);
+    running.stop().await;
+}
+
+/// Cluster API's `--tls-min-version`, `--tls-cipher-suites` and `--tls-curve-preferences`
+/// (kubernetes-sigs/cluster-api#14194) hold in real handshakes.
+#[tokio::test]
+async fn the_tls_flags_decide_versions_suites_and_curves() {
+    let pki = Pki::new("example CA");
+    let dir = CertDir::new(&pki.cert_pem, &pki.key_pem);
+    let flags = TlsFlags {
+        min_version: "VersionTLS13".into(),
+        cipher_suites: Vec::new(),
+        curve_preferences: vec!["CurveP384".into()],
+    };
+    let server = example_server().with_tls(TlsOptions::from_flags(&flags).unwrap());
+    let running = Running::start(server, dir.files()).await;
+    let tls12 = Client::connect_with(running.addr, &pki.ca_pem, &[&rustls::version::TLS12]).await;
+    assert!(
+        tls12
+            .as_ref()
+            .is_err_and(|e| e.starts_with("TLS handshake")),
+        "a TLS 1.2 client got through: {:?}",
+        tls12.map(|c| c.version)
+    );
+    let only =
+        |group: &'static dyn rustls::crypto::SupportedKxGroup| rustls::crypto::CryptoProvider {
+            kx_groups: vec![group],
+            ..rustls::crypto::ring::default_provider()
+        };
+    let x25519 = Client::connect_offering(
+        running.addr,
+        &pki.ca_pem,
+        rustls::ALL_VERSIONS,
+        only(rustls::crypto::ring::kx_group::X25519),
+    )
+    .await;
+    assert!(x25519.is_err(), "an X25519-only client got through");
+    let mut p384 = Client::connect_offering(
+        running.addr,
+        &pki.ca_pem,
+        rustls::ALL_VERSIONS,
+        only(rustls::crypto::ring::kx_group::SECP384R1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(p384.version, rustls::ProtocolVersion::TLSv1_3);
+    let answer = p384
+        .post_json(
+            VALIDATE,
+            &admission_review("p384", "CREATE", thing("a", json!({}))),
+        )
+        .await;
+    assert_eq!(answer["response"]["uid"], "p384");
+    running.stop().await;
+
+    // TLS 1.2 with one suite: a client offering only another is refused.
+    let flags = TlsFlags {
+        min_version: "VersionTLS12".into(),
+        cipher_suites: vec!["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".into()],
+        curve_preferences: Vec::new(),
+    };
+    let running = Running::start(
+        example_server().with_tls(TlsOptions::from_flags(&flags).unwrap()),
+        dir.files(),
+    )
+    .await;
+    let suite = |s: rustls::SupportedCipherSuite| rustls::crypto::CryptoProvider {
+        cipher_suites: vec![s],
+        ..rustls::crypto::ring::default_provider()
+    };
+    let other = Client::connect_offering(
+        running.addr,
+        &pki.ca_pem,
+        &[&rustls::version::TLS12],
+        suite(rustls::crypto::ring::cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256),
+    )
+    .await;
+    assert!(
+        other.is_err(),
+        "a client without the chosen suite got through"
+    );
+    let chosen = Client::connect_offering(
+        running.addr,
+        &pki.ca_pem,
+        &[&rustls::version::TLS12],
+        suite(rustls::crypto::ring::cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384),
+    )
+    .await;
+    assert!(chosen.is_ok(), "{:?}", chosen.err());
     running.stop().await;
 }
 

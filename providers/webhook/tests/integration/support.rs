@@ -143,16 +143,31 @@ impl Client {
         ca_pem: &str,
         versions: &[&'static SupportedProtocolVersion],
     ) -> Result<Self, String> {
+        Self::connect_offering(
+            addr,
+            ca_pem,
+            versions,
+            rustls::crypto::ring::default_provider(),
+        )
+        .await
+    }
+
+    /// Connects offering only `provider`'s suites and key-exchange groups.
+    pub async fn connect_offering(
+        addr: SocketAddr,
+        ca_pem: &str,
+        versions: &[&'static SupportedProtocolVersion],
+        provider: rustls::crypto::CryptoProvider,
+    ) -> Result<Self, String> {
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
         }
-        let config =
-            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_protocol_versions(versions)
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+        let config = ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).unwrap();
         let tls = TlsConnector::from(Arc::new(config))
