@@ -387,12 +387,13 @@ pub fn may_add_member(observed: Observed<'_>) -> Result<(), Reason> {
     }
 }
 
-/// The Machine that hosts a member: the one whose Node carries the member's name; else the one with the host
-/// of one of the member's peer URLs among its addresses, when that Machine has no Node to go by: a member
-/// that never started has no name yet, and a Machine may have lost its Node or never got one while its
-/// etcd runs (a kubelet that cannot register still runs the static pods). Without that second look, such a
-/// Machine's deletion would release its hook and leave its member behind (the fault Cluster API v1.14.3
-/// fixed in kubernetes-sigs/cluster-api#14263).
+/// The Machine that hosts a member: the one whose Node carries the member's name, or, for a member that never
+/// started and so has no name yet, the one with the host of one of its peer URLs among its addresses.
+///
+/// A started member whose Machine has no Node yet is deliberately nobody's here: kubeadm promotes its own
+/// learner before the kubelet registers the Node, and a learner of no Machine is left to it (promoting it
+/// first makes kubeadm's own promotion, and so the join, fail). Only a deleting Machine looks further
+/// ([`machine_member`]).
 pub fn member_machine<'m>(member: &Member, machines: &'m [EtcdMachine]) -> Option<&'m EtcdMachine> {
     if !member.name.is_empty()
         && let Some(machine) = machines
@@ -401,16 +402,42 @@ pub fn member_machine<'m>(member: &Member, machines: &'m [EtcdMachine]) -> Optio
     {
         return Some(machine);
     }
-    machines
+    if member.is_started() {
+        return None;
+    }
+    machines.iter().find(|machine| at_address(member, machine))
+}
+
+/// Whether the host of one of `member`'s peer URLs is among `machine`'s addresses.
+fn at_address(member: &Member, machine: &EtcdMachine) -> bool {
+    member.peer_urls.iter().map(|u| url_host(u)).any(|host| {
+        !host.is_empty()
+            && machine
+                .addresses
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(host))
+    })
+}
+
+/// The member of `machine` among `members`: the one [`member_machine`] gives it, else, when the Machine has
+/// no Node to go by (it lost it, or its kubelet never registered while its etcd runs), the started member
+/// at one of its addresses. Used for a deleting Machine, so that its hook is not released with its member
+/// left behind as a dead voter (the fault Cluster API v1.14.3 fixed in kubernetes-sigs/cluster-api#14263).
+pub fn machine_member<'a>(
+    machine: &EtcdMachine,
+    members: &[&'a Member],
+    machines: &[EtcdMachine],
+) -> Option<&'a Member> {
+    members
         .iter()
-        .filter(|m| !member.is_started() || m.node.is_none())
-        .find(|machine| {
-            member.peer_urls.iter().map(|u| url_host(u)).any(|host| {
-                !host.is_empty()
-                    && machine
-                        .addresses
-                        .iter()
-                        .any(|a| a.eq_ignore_ascii_case(host))
+        .copied()
+        .find(|m| member_machine(m, machines).is_some_and(|owner| owner.name == machine.name))
+        .or_else(|| {
+            if machine.node.is_some() {
+                return None;
+            }
+            members.iter().copied().find(|m| {
+                m.is_started() && member_machine(m, machines).is_none() && at_address(m, machine)
             })
         })
 }
@@ -679,10 +706,8 @@ impl<'a> Planner<'a> {
             if self.observed.machines.len() == 1 {
                 return Some(release);
             }
-            let Some(member) = self.members.iter().find(|m| {
-                self.machine(m)
-                    .is_some_and(|owner| owner.name == machine.name)
-            }) else {
+            let Some(member) = machine_member(machine, &self.members, self.observed.machines)
+            else {
                 return Some(release);
             };
             let Some(leader) = leader else { continue };
