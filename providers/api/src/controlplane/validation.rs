@@ -332,17 +332,15 @@ struct RemovedEtcdFlag {
 /// The `etcd.local.extraArgs` of `kcp` that its etcd release ([`etcd_release`]: the image tag, else what
 /// kubeadm of `spec.version` deploys) removed, each naming its replacement.
 fn removed_etcd_flags(kcp: &KubeadmControlPlane) -> Vec<RemovedEtcdFlag> {
-    let Some(config) = kcp.spec.kubeadm_config_spec.as_ref() else {
+    let (Some(config), Some(release)) =
+        (kcp.spec.kubeadm_config_spec.as_ref(), kcp_etcd_release(kcp))
+    else {
         return Vec::new();
     };
-    let etcd = &config.cluster_configuration.etcd;
-    if etcd.external.is_defined() {
-        return Vec::new();
-    }
-    let Some(release) = etcd_release(&kcp.spec.version, etcd.local.image_tag.as_deref()) else {
-        return Vec::new();
-    };
-    etcd.local
+    config
+        .cluster_configuration
+        .etcd
+        .local
         .extra_args
         .iter()
         .enumerate()
