@@ -7,8 +7,8 @@
 #     clippy (rustup components);
 #   - kube-apiserver and kubeadm v1.20.2, built from Debian bookworm's `kubernetes` source package, because no
 #     registry reachable here ships the binaries. The build is cached outside the repository and reused;
-#   - ignition-check (hack/tools/cmd/ignition-check), built with the machine's own Go (>= 1.22, the `go` first
-#     on PATH) from modules of the Go module proxy, cached under a hash of its sources so a change rebuilds;
+#   - ignition-check and go-template (hack/tools/cmd), built with the machine's own Go (>= 1.22, the `go` first
+#     on PATH) from modules of the Go module proxy, cached under a hash of their sources so a change rebuilds;
 #   - the current releases, from Go modules the same way: kube-apiserver and kubeadm of k8s.io/kubernetes
 #     (hack/tools/k8s) and etcd, etcdctl, etcdutl of go.etcd.io/etcd (hack/tools/etcd), plus kubeadm 1.30
 #     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
@@ -30,7 +30,7 @@
 #                    from hack/tools kube-apiserver, kubeadm and sim-kubelet (k8s), etcd (etcd) and Cluster
 #                    API's core manager with its manifests, and clusterctl (capi; the manager has no version
 #                    flag, so testenv asks the clusterctl beside it which release it is). Not the kubernetes
-#                    1.20 fallback, Debian's etcd, cloud-init, ignition-check, kubeadm-v1beta3, kustomize nor
+#                    1.20 fallback, Debian's etcd, cloud-init, ignition-check, go-template, kubeadm-v1beta3, kustomize nor
 #                    Cluster API's kubeadm managers: the quickstart runs none of them, and they are half of the
 #                    build. A module the proxy does not serve is an error here, since no fallback is built.
 #   --packages-only  only the Debian packages of that set and rustfmt and clippy: what the Rust build and
@@ -322,10 +322,18 @@ build_ignition_check() {
   fi
   printf '{"ignition":{"version":"2.3.0"}}' | "$dir.tmp/bin/ignition-check" validate >/dev/null \
     || { rm -rf "$dir.tmp"; die "the built ignition-check does not validate a minimal Ignition 2.3 config"; }
+  # go-template (standard library only) renders file templates with Go's text/template for comparison.
+  if ! tools_go build -trimpath -buildvcs=false -o "$dir.tmp/bin/go-template" ./cmd/go-template >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    rm -rf "$dir.tmp"
+    die "building go-template in $TOOLS_SRC failed (log above)"
+  fi
+  [ "$(printf 'v={{ .controlPlane.version }}' | "$dir.tmp/bin/go-template" --control-plane-version v1.35.0)" = v=v1.35.0 ] \
+    || { rm -rf "$dir.tmp"; die "the built go-template does not render a minimal template"; }
   rm -f "$log"
   rm -rf "$dir"
   mv "$dir.tmp" "$dir"
-  say "ignition-check built in $(($(date +%s) - t0))s, cached in $dir/bin"
+  say "ignition-check and go-template built in $(($(date +%s) - t0))s, cached in $dir/bin"
 }
 
 # --- The current releases, from Go modules: hack/tools/k8s and k8s-v1beta3 (kubernetes), hack/tools/etcd. ---
@@ -841,10 +849,10 @@ if [ "${SKIP_CURRENT:-0}" != 1 ]; then
   fi
 fi
 if [ "$MODE" = all ]; then
-  if [ -x "$TOOLS_DIR/bin/ignition-check" ]; then
-    # Touched so that it is the newest tools-* folder's binary, the one testenv::binaries::ignition_check() picks.
-    touch "$TOOLS_DIR/bin/ignition-check"
-    say "ignition-check found in $TOOLS_DIR/bin (cached)"
+  if [ -x "$TOOLS_DIR/bin/ignition-check" ] && [ -x "$TOOLS_DIR/bin/go-template" ]; then
+    # Touched so that they are the newest tools-* folder's binaries, the ones testenv::binaries picks.
+    touch "$TOOLS_DIR/bin/ignition-check" "$TOOLS_DIR/bin/go-template"
+    say "ignition-check and go-template found in $TOOLS_DIR/bin (cached)"
   else
     queue_job ignition-check build_ignition_check "$TOOLS_DIR"
   fi

@@ -60,6 +60,8 @@ fuzz_target!(|data: &[u8]| {
         service_subnet: Some("10.96.0.0/12".into()),
         pod_subnet: Some("192.168.0.0/16".into()),
         dns_domain: Some("cluster.local".into()),
+        // Template files render with and without a control-plane version.
+        control_plane_version: (!data.len().is_multiple_of(3)).then(|| "v1.35.0".into()),
     };
     let machine = MachineFacts {
         name: "prod-eu1-control-plane-7xkqz".into(),

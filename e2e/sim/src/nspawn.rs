@@ -1279,6 +1279,7 @@ files:
                     service_subnet: Some("198.19.0.0/20".into()),
                     pod_subnet: Some("198.19.128.0/17".into()),
                     dns_domain: None,
+                    control_plane_version: None,
                 },
                 machine: &MachineFacts {
                     name: machine.into(),

@@ -103,17 +103,27 @@ fn fallback(
 /// `hack/install-testenv.sh` builds one folder per hash of `hack/tools` and touches the current binary on
 /// every run, so the newest is the one for the checked-out sources.
 pub fn ignition_check() -> Result<PathBuf, Error> {
-    const NAME: &str = "ignition-check";
-    const ENV: &str = "IGNITION_CHECK";
-    if std::env::var_os(ENV).is_some() {
-        return find(NAME, ENV, None);
+    cached_check_tool("ignition-check", "IGNITION_CHECK")
+}
+
+/// `go-template` (`hack/tools/cmd/go-template`): renders a file template with Go's own text/template, the
+/// way Cluster API renders `files[].contentFormat: Template`. `$GO_TEMPLATE` overrides; otherwise the newest
+/// `tools-*/bin/go-template` under [`cache_root`], built beside ignition-check.
+pub fn go_template() -> Result<PathBuf, Error> {
+    cached_check_tool("go-template", "GO_TEMPLATE")
+}
+
+/// `$ENV`, else the newest `tools-*/bin/<NAME>` (hack/tools, one folder per hash of its sources).
+fn cached_check_tool(name: &str, env: &str) -> Result<PathBuf, Error> {
+    if std::env::var_os(env).is_some() {
+        return find(name, env, None);
     }
     let root = cache_root();
-    newest_cached_tool(&root, NAME).ok_or_else(|| Error::MissingBinary {
-        name: NAME.into(),
+    newest_cached_tool(&root, name).ok_or_else(|| Error::MissingBinary {
+        name: name.into(),
         hint: format!(
-            "no {}/tools-*/bin/{NAME}; run `hack/install-testenv.sh` (builds it from hack/tools with \
-             Go >= 1.22), or set ${ENV}",
+            "no {}/tools-*/bin/{name}; run `hack/install-testenv.sh` (builds it from hack/tools with \
+             Go >= 1.22), or set ${env}",
             root.display()
         ),
     })

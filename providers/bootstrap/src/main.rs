@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use kubeadm_api::bootstrap::file_template;
 use kubeadm_bootstrap::render::{
     ClusterFacts, JoinFacts, MachineFacts, RenderError, RenderInput, Role, render,
 };
@@ -98,6 +99,8 @@ async fn execute(command: Command) -> ExitCode {
 
 /// The pure renderer on what `render` read from the flags and files.
 fn render_offline(inputs: &Inputs) -> Result<Vec<u8>, Refusal> {
+    let control_plane_version = file_template::control_plane_version(&inputs.control_plane_version)
+        .map_err(|e| Refusal::Invalid(format!("--control-plane-version: {e}")))?;
     render(&RenderInput {
         role: match inputs.role {
             offline::Role::Init => Role::Init,
@@ -112,6 +115,7 @@ fn render_offline(inputs: &Inputs) -> Result<Vec<u8>, Refusal> {
             service_subnet: inputs.service_subnet.clone(),
             pod_subnet: inputs.pod_subnet.clone(),
             dns_domain: None,
+            control_plane_version: Some(control_plane_version),
         },
         machine: &MachineFacts {
             name: inputs.machine_name.clone(),

@@ -33,6 +33,10 @@ pub struct RenderArgs {
     /// The Machine's Kubernetes version, e.g. v1.33.1.
     #[arg(long)]
     kubernetes_version: String,
+    /// The control plane's version, as `{{ .controlPlane.version }}` in `contentFormat: Template` files;
+    /// --kubernetes-version when unset.
+    #[arg(long)]
+    control_plane_version: Option<String>,
     /// The Cluster's name (clusterName in the ClusterConfiguration).
     #[arg(long)]
     cluster_name: String,
@@ -97,6 +101,8 @@ pub struct Inputs {
     pub spec: KubeadmConfigSpec,
     pub cluster_name: String,
     pub kubernetes_version: String,
+    /// `--control-plane-version`, else `--kubernetes-version`.
+    pub control_plane_version: String,
     /// `host:port`, also where joins find the API server.
     pub endpoint: String,
     pub service_subnet: Option<String>,
@@ -171,6 +177,10 @@ pub fn read(args: &RenderArgs) -> Result<Inputs, String> {
         spec,
         cluster_name: args.cluster_name.clone(),
         kubernetes_version: args.kubernetes_version.clone(),
+        control_plane_version: args
+            .control_plane_version
+            .clone()
+            .unwrap_or_else(|| args.kubernetes_version.clone()),
         endpoint: args.endpoint.clone(),
         service_subnet: args.service_subnet.clone(),
         pod_subnet: args.pod_subnet.clone(),

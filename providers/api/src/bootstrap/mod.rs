@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod conversion;
 pub mod defaults;
 pub mod events;
+pub mod file_template;
 pub mod ignition;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use super::file_template;
 use super::v1beta2::{
     Arg, Encoding, FileContentFormat, Format, KubeadmConfig, KubeadmConfigSpec,
     KubeadmConfigTemplate, PartitionTableType,
@@ -81,7 +82,6 @@ pub fn validate_kubeadm_config_template_update(
     validate_kubeadm_config_template_create(new)
 }
 
-const TEMPLATE_NOT_SUPPORTED: &str = "is not supported by this provider yet (file contents are not rendered as Go templates); use Raw";
 const WRITTEN_BY_BOOTSTRAP: &str = "is written by the bootstrap provider itself (the kubeadm \
     configuration and script); change it with preKubeadmCommands";
 
@@ -128,12 +128,13 @@ fn validate_files(spec: &KubeadmConfigSpec, base: &str, errors: &mut Vec<FieldEr
             }
         }
         if file.content_format == Some(FileContentFormat::Template) {
-            // The renderer has no Go text/template engine yet: refused here rather than at render.
-            errors.push(FieldError::invalid(
-                child(&at, "contentFormat"),
-                "Template",
-                TEMPLATE_NOT_SUPPORTED,
-            ));
+            // Inline contents are checked now; contents from a Secret when the bootstrap data is rendered.
+            if let Some(Err(e)) = file.content.as_deref().map(file_template::parse) {
+                errors.push(FieldError::invalid_hidden(
+                    child(&at, "content"),
+                    format!("contentFormat is Template, but the content {e}"),
+                ));
+            }
         }
         if BOOTSTRAP_FILE_PATHS.contains(&file.path.as_str()) {
             errors.push(FieldError::invalid(
@@ -498,10 +499,26 @@ bootCommands:
                  write the file from a command (postKubeadmCommands) or use format cloud-config",
             )],
         ),
+        // Cluster API's "valid template contentFormat" case.
         (
             "template file content",
-            |s| s.files[1].content_format = Some(FileContentFormat::Template),
-            &[("spec.files[1].contentFormat", TEMPLATE_NOT_SUPPORTED)],
+            |s| {
+                s.files[1].content_format = Some(FileContentFormat::Template);
+                s.files[1].content = Some("{{ .controlPlane.version }}".into());
+            },
+            &[],
+        ),
+        (
+            "template file content that does not parse",
+            |s| {
+                s.files[1].content_format = Some(FileContentFormat::Template);
+                s.files[1].content = Some("v={{ .controlPlane.version ".into());
+            },
+            &[(
+                "spec.files[1].content",
+                "contentFormat is Template, but the content is not a Go template: line 1, column 28: \
+                 unclosed action",
+            )],
         ),
         (
             "a file the bootstrap writes",

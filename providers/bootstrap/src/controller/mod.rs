@@ -24,8 +24,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::conditions::{reasons, types};
 use kubeadm_api::bootstrap::events as bootstrap_events;
-use kubeadm_api::bootstrap::v1beta2::{Format, KubeadmConfig, KubeadmConfigSpec};
+use kubeadm_api::bootstrap::file_template;
+use kubeadm_api::bootstrap::v1beta2::{
+    FileContentFormat, Format, KubeadmConfig, KubeadmConfigSpec,
+};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine, MachinePool};
+use kubeadm_api::controlplane::{self, v1beta2::KubeadmControlPlane};
 use kubeadm_api::events::EventReason;
 use kubeadm_api::meta::{
     CLUSTER_NAME_LABEL, CLUSTER_SECRET_TYPE, CONTROL_PLANE_LABEL, MACHINE_GENERATION_LABEL,
@@ -543,7 +547,14 @@ async fn bootstrap(
     };
 
     let version = facts.owner.kubernetes_version().unwrap_or_default();
-    let cluster_facts = ClusterFacts::of(&facts.cluster, &version);
+    let mut cluster_facts = ClusterFacts::of(&facts.cluster, &version);
+    match template_control_plane_version(&ctx.client, facts, &spec).await? {
+        Ok(control_plane_version) => cluster_facts.control_plane_version = control_plane_version,
+        Err(message) => {
+            write_status(ctx, facts, Outcome::Failed(reasons::INVALID_SPEC, message)).await?;
+            return Ok(Bootstrapped::NotYet(Action::await_change()));
+        }
+    }
     let machine_facts = MachineFacts {
         name: facts.owner.name(),
         generation: facts.owner.machine_generation(),
@@ -821,6 +832,49 @@ async fn referenced_secrets(
         }
     }
     Ok(values)
+}
+
+/// `{{ .controlPlane.version }}` of `files[].contentFormat: Template`: the `spec.version` of the Cluster's
+/// control plane, read only when a file is a template (Cluster API reads it for every render). `None` when
+/// the Cluster has no control plane; `Ok(Err(why))` when the template cannot be given a version.
+async fn template_control_plane_version(
+    client: &kube::Client,
+    facts: &Facts,
+    spec: &KubeadmConfigSpec,
+) -> Result<Result<Option<String>, String>, Error> {
+    let Some(i) = spec
+        .files
+        .iter()
+        .position(|f| f.content_format == Some(FileContentFormat::Template))
+    else {
+        return Ok(Ok(None));
+    };
+    let Some(reference) = &facts.cluster.spec.control_plane_ref else {
+        return Ok(Ok(None));
+    };
+    if reference.api_group != controlplane::GROUP
+        || reference.kind != KubeadmControlPlane::kind(&())
+    {
+        return Ok(Err(format!(
+            "spec.files[{i}].contentFormat: Template needs the control plane's version, and the bootstrap \
+             manager reads it only from a KubeadmControlPlane, not from the Cluster's controlPlaneRef {}/{}",
+            reference.kind, reference.name
+        )));
+    }
+    let api: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), &facts.namespace);
+    let control_plane = api.get(&reference.name).await?;
+    let version = control_plane.spec.version.trim();
+    if version.is_empty() {
+        return Ok(Ok(None));
+    }
+    Ok(file_template::control_plane_version(version)
+        .map(Some)
+        .map_err(|e| {
+            format!(
+                "spec.files[{i}].contentFormat: Template: KubeadmControlPlane {} has spec.version {e}",
+                reference.name
+            )
+        }))
 }
 
 fn owner_reference(config: &KubeadmConfig) -> OwnerReference {

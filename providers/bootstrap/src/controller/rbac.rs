@@ -4,7 +4,7 @@
 //! workload cluster (join tokens) go through its admin kubeconfig and need no rule.
 
 use kubeadm_api::rbac::Rule;
-use kubeadm_api::{bootstrap, cluster};
+use kubeadm_api::{bootstrap, cluster, controlplane};
 
 pub const RULES: &[Rule] = &[
     // The controller watches KubeadmConfigs (never reads one by name) and patches the join token into a spec.
@@ -24,6 +24,12 @@ pub const RULES: &[Rule] = &[
         groups: &[cluster::GROUP],
         resources: &["clusters", "machinepools", "machines"],
         verbs: &["get", "list", "watch"],
+    },
+    // The control plane's version, for `files[].contentFormat: Template`.
+    Rule {
+        groups: &[controlplane::GROUP],
+        resources: &["kubeadmcontrolplanes"],
+        verbs: &["get"],
     },
     // Cluster certificates created when no control plane does, `contentFrom` files, the admin kubeconfig, the data Secret;
     // the labelled ones are watched into a copy.

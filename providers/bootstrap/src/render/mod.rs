@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use kubeadm_api::bootstrap::file_template;
 use kubeadm_api::bootstrap::v1beta2::{File, FileContentFormat, Format, KubeadmConfigSpec, User};
 use kubeadm_api::cluster::v1beta2::{Cluster, NetworkRanges};
 
@@ -39,6 +40,10 @@ pub struct ClusterFacts {
     /// Pod CIDRs, comma-separated when several.
     pub pod_subnet: Option<String>,
     pub dns_domain: Option<String>,
+    /// `v` + the semver of the control plane's `spec.version`, for `files[].contentFormat: Template`;
+    /// `None` when the Cluster has no control plane or it has no version (see
+    /// [`kubeadm_api::bootstrap::file_template`]).
+    pub control_plane_version: Option<String>,
 }
 
 impl ClusterFacts {
@@ -57,6 +62,7 @@ impl ClusterFacts {
             service_subnet: join(network.and_then(|n| n.services.as_ref())),
             pod_subnet: join(network.and_then(|n| n.pods.as_ref())),
             dns_domain: network.and_then(|n| n.service_domain.clone()),
+            control_plane_version: None,
         }
     }
 }
@@ -149,12 +155,15 @@ pub(crate) struct Bootstrap<'a> {
 impl<'a> Bootstrap<'a> {
     fn resolve(input: &RenderInput<'a>) -> Result<Self, RenderError> {
         check_role_inputs(input)?;
-        check_unsupported(input.spec)?;
         let kubeadm_config = kubeadm::kubeadm_config(input)?;
 
         let mut files = certificate_files(input);
         files.extend(patch_files(input));
-        let user_files = resolve_files(&input.spec.files, input.secrets)?;
+        let user_files = resolve_files(
+            &input.spec.files,
+            input.secrets,
+            input.cluster.control_plane_version.as_deref(),
+        )?;
         check_file_paths(&user_files, &files)?;
         if let Some(kubeconfig) = discovery::kubeconfig_file(input)? {
             check_discovery_path(&user_files, &kubeconfig.path)?;
@@ -211,21 +220,6 @@ fn check_role_inputs(input: &RenderInput) -> Result<(), RenderError> {
     Ok(())
 }
 
-fn check_unsupported(spec: &KubeadmConfigSpec) -> Result<(), RenderError> {
-    if let Some(i) = spec
-        .files
-        .iter()
-        .position(|f| f.content_format == Some(FileContentFormat::Template))
-    {
-        // Templates need the control plane's version, which RenderInput does not carry yet.
-        return Err(invalid(
-            format!("spec.files[{i}].contentFormat"),
-            "Template is not supported yet; use Raw",
-        ));
-    }
-    Ok(())
-}
-
 fn certificate_files(input: &RenderInput) -> Vec<File> {
     let Some(certs) = input
         .certificates
@@ -275,18 +269,28 @@ pub(crate) fn root_file(path: impl Into<String>, permissions: &str, content: &st
 fn resolve_files(
     files: &[File],
     secrets: &BTreeMap<(String, String), String>,
+    control_plane_version: Option<&str>,
 ) -> Result<Vec<File>, RenderError> {
     files
         .iter()
         .enumerate()
-        .map(|(i, file)| resolve_file(&format!("spec.files[{i}]"), file, secrets))
+        .map(|(i, file)| {
+            resolve_file(
+                &format!("spec.files[{i}]"),
+                file,
+                secrets,
+                control_plane_version,
+            )
+        })
         .collect()
 }
 
+/// The file as it is written: content from its secret, rendered when it is a template.
 fn resolve_file(
     field: &str,
     file: &File,
     secrets: &BTreeMap<(String, String), String>,
+    control_plane_version: Option<&str>,
 ) -> Result<File, RenderError> {
     if file.path.is_empty() {
         return Err(invalid(format!("{field}.path"), "must not be empty"));
@@ -316,6 +320,12 @@ fn resolve_file(
         )?;
         resolved.content = Some(value);
         resolved.content_from = Default::default();
+    }
+    if resolved.content_format.take() == Some(FileContentFormat::Template) {
+        let content = resolved.content.as_deref().unwrap_or_default();
+        let rendered = file_template::render(content, control_plane_version)
+            .map_err(|e| invalid(format!("{field}.content"), e.to_string()))?;
+        resolved.content = Some(rendered);
     }
     Ok(resolved)
 }

@@ -78,6 +78,8 @@ pub fn cluster(kubernetes_version: &str) -> ClusterFacts {
         service_subnet: Some("10.96.0.0/12".into()),
         pod_subnet: Some("192.168.0.0/16".into()),
         dns_domain: Some("cluster.local".into()),
+        // Ahead of the fixture's machines, as during a control-plane upgrade.
+        control_plane_version: Some("v1.36.3".into()),
     }
 }
 
@@ -107,6 +109,13 @@ pub fn secrets() -> BTreeMap<(String, String), String> {
         (
             ("prod-eu1-breakglass".into(), "hash".into()),
             "$6$rounds=4096$saltsalt$FakeHashForTestsOnly".into(),
+        ),
+        (
+            ("prod-eu1-fetch-kubeadm".into(), "fetch.sh".into()),
+            "#!/bin/bash\nset -euo pipefail\n{{- with .controlPlane }}\n\
+             curl -fsSLo /usr/bin/kubeadm https://dl.k8s.io/release/{{ .version }}/bin/linux/amd64/kubeadm\n\
+             {{- end }}\n"
+                .into(),
         ),
         (
             ("prod-eu1-etcd-restore".into(), "snapshot.db.gz.b64".into()),

@@ -8,6 +8,7 @@ mod cli_validate;
 mod cloud_init_schema;
 mod common;
 mod controller_on_apiserver;
+mod file_templates_against_go;
 mod ignition_against_flatcar;
 mod init_lock_on_apiserver;
 mod kubeadm_applies_patches;

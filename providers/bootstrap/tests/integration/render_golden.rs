@@ -139,6 +139,39 @@ fn discovery_kubeconfig_is_written_for_joins() {
     check_golden_of("discovery-file-", &spec, Role::WorkerJoin, V1BETA4_VERSION);
 }
 
+/// `files[].contentFormat: Template` (Cluster API v1.14): a worker on an older image fetches the kubeadm of
+/// the control plane's version (v1.36.3 here, the machine is v1.33.1) before it joins. Inline and Secret
+/// contents are rendered; a Raw file is left to cloud-init's jinja.
+#[test]
+fn template_files_are_rendered_with_the_control_plane_version() {
+    for format in [Format::CloudConfig, Format::Ignition] {
+        let spec: KubeadmConfigSpec = serde_json::from_value(serde_json::json!({
+            "format": format,
+            "files": [
+                {
+                    "path": "/etc/kubeadm-version.env",
+                    "contentFormat": "Template",
+                    "content": "{{ if .controlPlane }}KUBEADM_VERSION={{ .controlPlane.version }}\n{{ end }}",
+                },
+                {
+                    "path": "/usr/local/bin/fetch-kubeadm.sh",
+                    "permissions": "0755",
+                    "contentFormat": "Template",
+                    "contentFrom": { "secret": { "name": "prod-eu1-fetch-kubeadm", "key": "fetch.sh" } },
+                },
+                {
+                    "path": "/etc/motd",
+                    "contentFormat": "Raw",
+                    "content": "{{ .controlPlane.version }} is not rendered here\n",
+                },
+            ],
+            "preKubeadmCommands": ["/usr/local/bin/fetch-kubeadm.sh"],
+        }))
+        .unwrap();
+        check_golden_of("template-files-", &spec, Role::WorkerJoin, V1BETA4_VERSION);
+    }
+}
+
 /// `ignition.containerLinuxConfig.additionalConfig` merged into the Ignition config: new files (octal mode
 /// as YAML 1.1 reads it, a verified remote one), an append to a user file, a directory, a link, a drop-in
 /// for kubeadm.service and a new unit, a networkd unit, a user and a group.

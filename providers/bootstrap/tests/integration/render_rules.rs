@@ -245,16 +245,16 @@ fn permissions_must_be_an_octal_mode() {
 }
 
 #[test]
-fn template_content_is_not_supported_yet() {
+fn template_content_that_does_not_execute_names_the_field() {
     let spec = with_file(File {
         path: "/etc/version".into(),
-        content: Some("{{ .controlPlane.version }}".into()),
+        content: Some("{{ range .controlPlane.version }}{{ end }}".into()),
         content_format: Some(FileContentFormat::Template),
         ..File::default()
     });
     invalid(
-        "spec.files[4].contentFormat",
-        "not supported yet",
+        "spec.files[4].content",
+        "the Go template does not execute",
         render_init(&spec),
     );
 }

@@ -125,6 +125,43 @@ async fn the_real_rules_refuse_default_and_convert_through_the_api_server() {
     let refused = api_error(configs.replace("plain", &params, &changed).await);
     assert_eq!(blamed(&refused), ["spec.files[0]"], "{refused:?}");
 
+    // Cluster API's "valid template contentFormat" case is admitted; a template Go cannot parse is refused
+    // at admission (Cluster API finds out when it renders), naming the file's content.
+    configs
+        .create(
+            &params,
+            &object(
+                "v1beta2",
+                "KubeadmConfig",
+                "template",
+                json!({"files": [{"path": "/x", "content": "{{ .controlPlane.version }}", "contentFormat": "Template"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = api_error(
+        configs
+            .create(
+                &params,
+                &object(
+                    "v1beta2",
+                    "KubeadmConfig",
+                    "broken-template",
+                    json!({"files": [{"path": "/x", "content": "{{ if .controlPlane }}v", "contentFormat": "Template"}]}),
+                ),
+            )
+            .await,
+    );
+    assert_eq!(blamed(&refused), ["spec.files[0].content"], "{refused:?}");
+    assert!(
+        refused.message.contains(
+            "contentFormat is Template, but the content is not a Go template: \
+             unexpected EOF"
+        ),
+        "{}",
+        refused.message
+    );
+
     // A v1beta1 object is stored as v1beta2 and reads back unchanged in either version.
     let v1beta1_spec = json!({
         "clusterConfiguration": {

@@ -151,6 +151,7 @@ fn with_input<T>(
             service_subnet: Some("10.96.0.0/12".into()),
             pod_subnet: Some("192.168.0.0/16".into()),
             dns_domain: None,
+            control_plane_version: None,
         },
         machine: &MachineFacts {
             name: "demo-control-plane-abcde".into(),

@@ -249,7 +249,11 @@ async fn worker(client: &kube::Client) {
             "name": WORKER, "namespace": NS, "labels": { "cluster.x-k8s.io/cluster-name": CLUSTER },
             "ownerReferences": [{ "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": WORKER, "uid": machine.uid().unwrap() }],
         },
-        "spec": { "joinConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } } },
+        "spec": {
+            "joinConfiguration": { "nodeRegistration": { "name": "{{ ds.meta_data.local_hostname }}" } },
+            // Rendered with the KubeadmControlPlane's version, which the bootstrap manager reads.
+            "files": [{ "path": "/etc/kubeadm-version", "contentFormat": "Template", "content": "{{ .controlPlane.version }}" }],
+        },
     }))
     .unwrap();
     Api::<KubeadmConfig>::namespaced(client.clone(), NS)
@@ -411,6 +415,10 @@ async fn both_managers_converge_a_cluster_as_their_service_accounts_without_forb
     .await;
     let user_data = String::from_utf8(joined.data.unwrap()["value"].0.clone()).unwrap();
     assert!(user_data.contains("kubeadm join"), "{user_data}");
+    assert!(
+        user_data.contains("  - path: /etc/kubeadm-version\n    content: v1.33.1\n"),
+        "{user_data}"
+    );
 
     for (provider, lease) in [
         (
