@@ -238,20 +238,26 @@ pub fn to_hub_with<S: Spoke>(
     mut spoke: S,
     versions: &dyn ContractVersions,
 ) -> Result<HubOf<S>, ConversionError> {
-    let restored = take_annotation(spoke.meta_mut(), CONVERSION_DATA_ANNOTATION)
-        .map(|data| hub_from_data::<S>(&data))
-        .transpose()?;
+    let data = take_annotation(spoke.meta_mut(), CONVERSION_DATA_ANNOTATION);
     let mut hub = spoke.to_hub_fields()?;
     *hub.meta_mut() = spoke.meta().clone();
+    let restored = data
+        .map(|data| hub_from_data::<S>(&data, &hub))
+        .transpose()?;
     if let Some(mut restored) = restored {
         // Replay what the hub held beyond what v1beta1 shows, where v1beta1 still shows the same.
         *restored.meta_mut() = spoke.meta().clone();
-        let baseline = S::from_hub_fields(&restored, versions).to_hub_fields()?;
+        // What v1beta1 shows as Cluster API serves it: a `false` these fields hold is left out there, and
+        // only the annotation tells it from unset.
+        let baseline =
+            as_cluster_api_serves(S::from_hub_fields(&restored, versions)).to_hub_fields()?;
         let edits = preserve::diff(&content(&baseline), &content(&restored));
         hub = apply_edits(&hub, &edits, CONVERSION_DATA_ANNOTATION)?;
     }
     let derived = S::from_hub_fields(&hub, versions);
-    let edits = preserve::diff(&content(&derived), &content(&spoke));
+    let mut edits = preserve::diff(&content(&derived), &content(&spoke));
+    // A `false` Cluster API leaves out is no v1beta1 data to keep.
+    edits.retain(|edit| !only_go_plain_false(edit));
     remove_annotation(hub.meta_mut(), V1BETA1_DATA_ANNOTATION);
     if !edits.is_empty() {
         let text = serde_json::to_string(&edits).expect("edits serialize");
@@ -508,13 +514,132 @@ fn merge(base: &mut Value, overlay: Value) {
     }
 }
 
-fn hub_from_data<S: Spoke>(data: &str) -> Result<HubOf<S>, ConversionError> {
+/// The hub in a [`CONVERSION_DATA_ANNOTATION`], whole (what we and Cluster API up to v1.14 write) or only the
+/// fields read back (Cluster API v1.15, #14075): list entries found by `path` or `hostPath`, as Cluster API
+/// looks them up, and some of their fields. Such lists are lined up with the same lists of `hub` (what the
+/// v1beta1 object alone converts to) first: in its order, each entry completed from the entry of `hub` with
+/// the same key, entries only one side has taken from `hub`.
+fn hub_from_data<S: Spoke>(data: &str, hub: &HubOf<S>) -> Result<HubOf<S>, ConversionError> {
     let invalid = |message: String| ConversionError::InvalidAnnotation {
         annotation: CONVERSION_DATA_ANNOTATION,
         message,
     };
-    let value: Value = serde_json::from_str(data).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let mut value: Value =
+        serde_json::from_str(data).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    line_up_keyed_lists(&mut value, &content(hub));
     typed::<HubOf<S>>(value).map_err(|e| invalid(format!("not a v1beta2 object: {e}")))
+}
+
+/// Fields that are `*bool` in v1beta2 and a plain `bool` (left out when false) in Cluster API's v1beta1:
+/// `files[].append`, the components' `extraVolumes[].readOnly`, the discovery's
+/// `bootstrapToken.unsafeSkipCAVerification`, `file.kubeConfig.cluster.insecureSkipTLSVerify` and
+/// `user.exec.provideClusterInfo`, `ignition.containerLinuxConfig.strict`. No other field has these names.
+const GO_PLAIN_BOOLS: [&str; 6] = [
+    "append",
+    "readOnly",
+    "unsafeSkipCAVerification",
+    "insecureSkipTLSVerify",
+    "provideClusterInfo",
+    "strict",
+];
+
+/// `spoke` without the `false` of [`GO_PLAIN_BOOLS`], as Cluster API's v1beta1 types serialize it.
+fn as_cluster_api_serves<S: Spoke>(spoke: S) -> S {
+    let value = without_go_plain_false(serde_json::to_value(&spoke).expect("objects serialize"));
+    serde_json::from_value(value).unwrap_or(spoke)
+}
+
+fn without_go_plain_false(mut value: Value) -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(members) => {
+                members.retain(|name, v| {
+                    !(GO_PLAIN_BOOLS.contains(&name.as_str()) && *v == Value::Bool(false))
+                });
+                members.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
+/// Whether an edit only adds or removes a `false` of [`GO_PLAIN_BOOLS`], at its path or inside.
+fn only_go_plain_false(edit: &preserve::Edit) -> bool {
+    let leaf = edit.path.rsplit('/').next().unwrap_or_default();
+    let view = |v: &Option<Value>| match v {
+        Some(Value::Bool(false)) if GO_PLAIN_BOOLS.contains(&leaf) => None,
+        v => v.clone().map(without_go_plain_false),
+    };
+    view(&edit.expect) == view(&edit.value)
+}
+
+/// Keys Cluster API finds list entries by when it restores them: `files[].path`, `extraVolumes[].hostPath`.
+const ENTRY_KEYS: [&str; 2] = ["path", "hostPath"];
+
+fn line_up_keyed_lists(restored: &mut Value, hub: &Value) {
+    match (restored, hub) {
+        (Value::Object(restored), Value::Object(hub)) => {
+            for (name, value) in restored.iter_mut() {
+                if let Some(hub_value) = hub.get(name) {
+                    line_up_keyed_lists(value, hub_value);
+                }
+            }
+        }
+        (Value::Array(restored), Value::Array(hub)) => {
+            let Some(key) = ENTRY_KEYS.into_iter().find(|key| {
+                unique_keys(restored, key).is_some() && unique_keys(hub, key).is_some()
+            }) else {
+                return;
+            };
+            if unique_keys(restored, key) == unique_keys(hub, key)
+                && restored.iter().all(|entry| complete_as(entry, hub))
+            {
+                return;
+            }
+            let mut from_annotation: Vec<Value> = std::mem::take(restored);
+            *restored = hub
+                .iter()
+                .map(|hub_entry| {
+                    let at = from_annotation
+                        .iter()
+                        .position(|entry| entry.get(key) == hub_entry.get(key));
+                    let mut entry = hub_entry.clone();
+                    if let Some(at) = at {
+                        merge(&mut entry, from_annotation.swap_remove(at));
+                    }
+                    entry
+                })
+                .collect();
+        }
+        _ => {}
+    }
+}
+
+/// The values of `key` in `entries` when every entry is an object with a distinct string there.
+fn unique_keys<'a>(entries: &'a [Value], key: &str) -> Option<Vec<&'a str>> {
+    let keys: Vec<&str> = entries
+        .iter()
+        .map(|entry| entry.get(key)?.as_str())
+        .collect::<Option<_>>()?;
+    let distinct: std::collections::BTreeSet<&str> = keys.iter().copied().collect();
+    (distinct.len() == keys.len()).then_some(keys)
+}
+
+/// Whether an entry of the annotation names every field the entry of `hub` with its key names: a whole
+/// hub's entry, kept as it is (a field it leaves out was unset).
+fn complete_as(entry: &Value, hub: &[Value]) -> bool {
+    let Some(fields) = entry.as_object() else {
+        return false;
+    };
+    let key = ENTRY_KEYS.into_iter().find(|k| fields.contains_key(*k));
+    let twin = hub
+        .iter()
+        .find(|h| key.is_some_and(|k| h.get(k) == entry.get(k)));
+    twin.and_then(Value::as_object)
+        .is_some_and(|twin| twin.keys().all(|name| fields.contains_key(name)))
 }
 
 /// The parts of an object a conversion maps: spec and status.

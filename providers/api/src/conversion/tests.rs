@@ -198,3 +198,123 @@ fn annotations_other_than_ours_pass_through() {
     );
     assert_eq!(convert_object(spoke, BOOTSTRAP_V1BETA2).unwrap(), config);
 }
+
+/// Cluster API v1.15 (#14075) writes the conversion-data annotation with only the fields its conversion
+/// reads back: init/join timeouts, the `*bool` fields whose `false` v1beta1 cannot tell from unset (files
+/// by path, extra volumes by host path), and the initialization status. Lists may hold only some entries.
+#[test]
+fn the_minimal_annotation_of_cluster_api_v1_15_restores_what_it_holds() {
+    let minimal = json!({
+        "apiVersion": BOOTSTRAP_V1BETA2, "kind": "KubeadmConfig",
+        "spec": {
+            "files": [{"path": "/b", "append": false}],
+            "clusterConfiguration": {"apiServer": {"extraVolumes": [{"hostPath": "/var/log/audit", "readOnly": false}]}},
+            "joinConfiguration": {
+                "discovery": {"bootstrapToken": {"unsafeSkipCAVerification": false}},
+                "timeouts": {"kubeletHealthCheckSeconds": 30},
+            },
+        },
+        "status": {"initialization": {"dataSecretCreated": true}},
+    });
+    let spoke = json!({
+        "apiVersion": BOOTSTRAP_V1BETA1, "kind": "KubeadmConfig",
+        "metadata": {"name": "w", "namespace": "default", "annotations": {CONVERSION_DATA_ANNOTATION: minimal.to_string()}},
+        "spec": {
+            "files": [{"path": "/a", "content": "a"}, {"path": "/b", "content": "b"}],
+            "clusterConfiguration": {"apiServer": {"extraVolumes": [
+                {"name": "audit", "hostPath": "/var/log/audit", "mountPath": "/var/log/audit"},
+            ]}},
+            "joinConfiguration": {"discovery": {"bootstrapToken": {"token": "abcdef.0123456789abcdef", "apiServerEndpoint": "10.0.0.1:6443"}}},
+        },
+        "status": {"ready": true},
+    });
+    let hub = convert_object(spoke, BOOTSTRAP_V1BETA2).unwrap();
+    assert_eq!(
+        hub["spec"],
+        json!({
+            "files": [{"path": "/a", "content": "a"}, {"path": "/b", "content": "b", "append": false}],
+            "clusterConfiguration": {"apiServer": {"extraVolumes": [
+                {"name": "audit", "hostPath": "/var/log/audit", "mountPath": "/var/log/audit", "readOnly": false},
+            ]}},
+            "joinConfiguration": {
+                "discovery": {"bootstrapToken": {"token": "abcdef.0123456789abcdef", "apiServerEndpoint": "10.0.0.1:6443", "unsafeSkipCAVerification": false}},
+                "timeouts": {"kubeletHealthCheckSeconds": 30},
+            },
+        })
+    );
+    assert_eq!(
+        hub["status"],
+        json!({"initialization": {"dataSecretCreated": true}})
+    );
+    assert!(hub["metadata"].get("annotations").is_none(), "{hub}");
+}
+
+/// The same for a KubeadmControlPlane: the retry period, a timeout v1beta1 has no field for and the
+/// initialization status come back; everything else is what the v1beta1 object shows.
+#[test]
+fn the_minimal_annotation_of_a_control_plane_restores_what_it_holds() {
+    let minimal = json!({
+        "apiVersion": CONTROLPLANE_V1BETA2, "kind": "KubeadmControlPlane",
+        "spec": {
+            "remediation": {"retryPeriodSeconds": 0},
+            "kubeadmConfigSpec": {
+                "files": [{"path": "/etc/a", "append": false}],
+                "initConfiguration": {"timeouts": {"kubeletHealthCheckSeconds": 120}},
+            },
+        },
+        "status": {"initialization": {"controlPlaneInitialized": true}},
+    });
+    let spoke = json!({
+        "apiVersion": CONTROLPLANE_V1BETA1, "kind": "KubeadmControlPlane",
+        "metadata": {"name": "cp", "namespace": "default", "annotations": {CONVERSION_DATA_ANNOTATION: minimal.to_string()}},
+        "spec": {
+            "replicas": 3,
+            "version": "v1.33.1",
+            "machineTemplate": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "OpenStackMachineTemplate", "name": "cp-genc02"}},
+            "kubeadmConfigSpec": {"files": [{"path": "/etc/a", "content": "a"}]},
+            "remediationStrategy": {"maxRetry": 3, "retryPeriod": "0s"},
+        },
+        "status": {"initialized": true, "replicas": 3},
+    });
+    let hub = convert_object_with(spoke, CONTROLPLANE_V1BETA2, &contract_versions).unwrap();
+    assert_eq!(
+        hub["spec"],
+        json!({
+            "replicas": 3,
+            "version": "v1.33.1",
+            "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OpenStackMachineTemplate", "name": "cp-genc02"}}},
+            "kubeadmConfigSpec": {
+                "files": [{"path": "/etc/a", "content": "a", "append": false}],
+                "initConfiguration": {"timeouts": {"kubeletHealthCheckSeconds": 120}},
+            },
+            "remediation": {"maxRetry": 3, "retryPeriodSeconds": 0},
+        })
+    );
+    assert_eq!(hub["status"]["initialization"], json!({"controlPlaneInitialized": true}));
+}
+
+/// A whole annotation (Cluster API up to v1.14) beside a v1beta1 object whose `false` fields Go left out:
+/// the annotation tells them from unset.
+#[test]
+fn a_false_cluster_api_leaves_out_comes_back_from_the_annotation() {
+    let hub = json!({
+        "apiVersion": BOOTSTRAP_V1BETA2, "kind": "KubeadmConfig",
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {
+            "files": [{"path": "/a", "content": "a", "append": false}, {"path": "/b", "content": "b", "append": true}],
+            "ignition": {"containerLinuxConfig": {"strict": false}},
+            "format": "ignition",
+        },
+    });
+    let mut spoke = convert_object(hub.clone(), BOOTSTRAP_V1BETA1).unwrap();
+    // As Cluster API serves it: no `false`, and the whole hub in the annotation.
+    spoke["spec"]["files"][0].as_object_mut().unwrap().remove("append");
+    spoke["spec"]["ignition"]["containerLinuxConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("strict");
+    let mut whole = hub.clone();
+    whole.as_object_mut().unwrap().remove("metadata");
+    spoke["metadata"]["annotations"] = json!({CONVERSION_DATA_ANNOTATION: whole.to_string()});
+    assert_eq!(convert_object(spoke, BOOTSTRAP_V1BETA2).unwrap(), hub);
+}
