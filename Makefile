@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-real bench-scale soak compare fuzz
+.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-upgrade bench-real bench-scale soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -77,6 +77,11 @@ compare: testenv ## Our managers and Cluster API's own kubeadm managers through 
 bench-rollout: testenv ## Generation rollouts of 3 (and 5) control-plane machines on simulated machines, release builds of both managers: wall time against the sum of the joins, and the idle gaps between steps (BENCH_ROLLOUTS, default 5; BENCH_GAPS_OVER_MS; about 15 minutes)
 	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
 	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
+		$(CARGO) bench --profile dev -p e2e-tests --bench rollout
+
+bench-upgrade: testenv ## Minor upgrades 1.34 → 1.35 → 1.36 → 1.37 of 3 control-plane machines on simulated machines running their release, release builds of both managers: each step's wall time against the sum of its joins, its idle gaps, the longest workload API gap, the managers' peak memory (about 10 minutes)
+	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
+	BENCH_UPGRADE=1 BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
 		$(CARGO) bench --profile dev -p e2e-tests --bench rollout
 
 bench-real: testenv ## Real nodes: the quickstart's 3 + 2 shape with each node's boot broken down (cloud-init stages, the image import, each kubeadm phase, the etcd member added, started, promoted; Node Ready) and its memory, then a generation rollout of the 3 control-plane nodes measured as bench-rollout measures it (BENCH_ROLLOUTS, default 1; about 12 minutes)

@@ -14,8 +14,9 @@
 #     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
 #     written for Kubernetes < 1.31, and Cluster API's own managers and clusterctl of sigs.k8s.io/cluster-api
 #     (hack/tools/capi) with the CRDs and webhook manifests of that module, and kustomize
-#     (hack/tools/kustomize), which builds Cluster API's core components from them. Their versions are pinned in
-#     those go.mod files only. A module version the proxy does not serve is reported and skipped
+#     (hack/tools/kustomize), which builds Cluster API's core components from them; and the other releases a
+#     simulated node runs when its Machine says so: kube-apiserver and kubeadm of each hack/tools/k8s-1.N,
+#     etcd, etcdctl and etcdutl of each hack/tools/etcd-3.N. Their versions are pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
 # Usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes]
@@ -30,8 +31,8 @@
 #                    from hack/tools kube-apiserver, kubeadm and sim-kubelet (k8s), etcd (etcd) and Cluster
 #                    API's core manager with its manifests, and clusterctl (capi; the manager has no version
 #                    flag, so testenv asks the clusterctl beside it which release it is). Not the kubernetes
-#                    1.20 fallback, Debian's etcd, cloud-init, ignition-check, go-template, kubeadm-v1beta3, kustomize nor
-#                    Cluster API's kubeadm managers: the quickstart runs none of them, and they are half of the
+#                    1.20 fallback, Debian's etcd, cloud-init, ignition-check, go-template, kubeadm-v1beta3,
+#                    kustomize, the other releases nor Cluster API's kubeadm managers: the quickstart runs none of them, and they are half of the
 #                    build. A module the proxy does not serve is an error here, since no fallback is built.
 #   --packages-only  only the Debian packages of that set and rustfmt and clippy: what the Rust build and
 #                    `make lint` need, so that the cargo build can start next to the Go builds.
@@ -79,6 +80,12 @@ KUBEADM_V1BETA3_SRC="$TOOLS_SRC/k8s-v1beta3"
 CAPI_SRC="$TOOLS_SRC/capi"
 KUSTOMIZE_SRC="$TOOLS_SRC/kustomize"
 K8S_NODE_SRC="$TOOLS_SRC/k8s-node"
+# The other releases a simulated node runs when its Machine says so (hack/tools/k8s-1.N: kube-apiserver and
+# kubeadm; hack/tools/etcd-3.N: etcd, etcdctl, etcdutl), in version order.
+RELEASE_K8S_SRCS=()
+RELEASE_ETCD_SRCS=()
+while read -r dir; do RELEASE_K8S_SRCS+=("$dir"); done < <(ls -d "$TOOLS_SRC"/k8s-1.* 2>/dev/null | sort -V)
+while read -r dir; do RELEASE_ETCD_SRCS+=("$dir"); done < <(ls -d "$TOOLS_SRC"/etcd-3.* 2>/dev/null | sort -V)
 COREDNS_SRC="$TOOLS_SRC/coredns"
 # Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
 CURRENT_RECIPE="c2"
@@ -476,7 +483,12 @@ build_k8s_module() {
     ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  for bin in "$@"; do go_build "$src" "$dir.tmp" "$bin" "$ldflags"; done
+  # A main of the module's own (./cmd/<bin>), else kubernetes' own (a release module's `tool` lines).
+  for bin in "$@"; do
+    pkg=./cmd/$bin
+    [ -d "$src/cmd/$bin" ] || pkg=k8s.io/kubernetes/cmd/$bin
+    go_build "$src" "$dir.tmp" "$bin" "$ldflags" "$pkg"
+  done
 
   for bin in "$@"; do
     case "$bin" in
@@ -531,14 +543,23 @@ build_current_coredns() {
 build_current_kubeadm_v1beta3() { build_k8s_module "$1" "$KUBEADM_V1BETA3_SRC" kubeadm-v1beta3; }
 
 # etcd, etcdctl and etcdutl of the go.etcd.io/etcd/server/v3 version required in hack/tools/etcd/go.mod.
-build_current_etcd() {
-  local dir="$1" src="$CURRENT_ETCD_SRC" version m bin out
+build_current_etcd() { build_etcd_module "$1" "$CURRENT_ETCD_SRC"; }
+
+# kube-apiserver and kubeadm of another release (hack/tools/k8s-1.N, folder $2) into $1.
+build_release_k8s() { build_k8s_module "$1" "$2" "${@:3}"; }
+
+# etcd, etcdctl and etcdutl of another release (hack/tools/etcd-3.N, folder $2) into $1.
+build_release_etcd() { build_etcd_module "$1" "$2"; }
+
+# etcd, etcdctl and etcdutl of the go.etcd.io/etcd/server/v3 version required in $2/go.mod, into $1.
+build_etcd_module() {
+  local dir="$1" src="$2" version m bin out
   version=$(required_version "$src" go.etcd.io/etcd/server/v3)
   [[ "$version" =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "$src/go.mod: no go.etcd.io/etcd/server/v3 v3.N.P requirement (found '$version')"
   for m in go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdutl/v3; do
     [ "$(required_version "$src" "$m")" = "$version" ] || die "$src/go.mod: $m must be required at $version like go.etcd.io/etcd/server/v3"
   done
-  use_machine_go "$(go_min_minor "$src")" hack/tools/etcd
+  use_machine_go "$(go_min_minor "$src")" "${src#"$REPO_ROOT"/}"
 
   prepare_current "$src" "$dir" "etcd, etcdctl and etcdutl $version" "Debian's etcd on PATH stays" \
     "about 1 minute on 2 cores" || return 0
@@ -754,6 +775,22 @@ ensure_current() {
   fi
 }
 
+# Builds, unless cached, the binaries $3... of the release module in $1 (hack/tools/k8s-1.N or etcd-3.N) with
+# the function $2 (given the build folder, the module and the binaries), as a job named after the module.
+ensure_release() {
+  local src="$1" build="$2" dir bin missing=()
+  shift 2
+  dir=$(current_dir "$src" "$(basename "$src")")
+  CURRENT_DIRS+=("$dir")
+  for bin in "$@"; do [ -x "$dir/bin/$bin" ] || missing+=("$bin"); done
+  if [ "${#missing[@]}" = 0 ]; then
+    for bin in "$@"; do touch "$dir/bin/$bin"; done
+    say "$* of ${src#"$TOOLS_SRC"/} found in $dir/bin (cached)"
+  else
+    queue_job "${src#"$TOOLS_SRC"/}" "$build" "$dir" "$src" "$@"
+  fi
+}
+
 # rustfmt and clippy: `make test` runs `make lint` first, and a minimal rustup profile has neither.
 ensure_rust_components() {
   local missing=()
@@ -843,6 +880,10 @@ if [ "${SKIP_CURRENT:-0}" != 1 ]; then
   [ "$MODE" = all ] && ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
   ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
   [ "$MODE" = all ] && ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
+  if [ "$MODE" = all ]; then
+    for src in "${RELEASE_ETCD_SRCS[@]}"; do ensure_release "$src" build_release_etcd etcd etcdctl etcdutl; done
+    for src in "${RELEASE_K8S_SRCS[@]}"; do ensure_release "$src" build_release_k8s kube-apiserver kubeadm; done
+  fi
   if [ "$NODES" = 1 ]; then
     ensure_current "$K8S_NODE_SRC" k8s_node kubelet kube-controller-manager kube-scheduler kube-proxy pause
     ensure_current "$COREDNS_SRC" coredns coredns

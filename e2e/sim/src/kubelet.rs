@@ -66,27 +66,34 @@ impl StaticPods {
         self.running.contains_key(component)
     }
 
-    /// Starts `component` from its manifest with `binary` inside `netns`.
-    pub fn start(
-        &mut self,
-        component: &str,
-        binary: &Path,
-        netns: &NodeNetns,
-    ) -> Result<(), BootError> {
+    /// Starts `component` from its manifest inside `netns`, with the build of the release its image names
+    /// (`registry.k8s.io/etcd:3.7.0-0` runs etcd 3.7; see [`testenv::binaries::for_image`]).
+    pub fn start(&mut self, component: &str, netns: &NodeNetns) -> Result<(), BootError> {
         let pod = self.manifest(component)?;
+        let image = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.containers.first())
+            .and_then(|container| container.image.clone())
+            .ok_or_else(|| BootError::Io(format!("the {component} manifest names no image")))?;
+        let binary = testenv::binaries::for_image(&image).map_err(|e| {
+            BootError::Io(format!(
+                "no build runs {image} of the {component} manifest: {e}"
+            ))
+        })?;
         let command = container_command(&pod, &self.rootfs)?;
         for dir in directories_to_create(&pod) {
             let dir = under(&self.rootfs, &dir);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| BootError::Io(format!("create {}: {e}", dir.display())))?;
         }
-        let mut cmd = netns.command(binary);
+        let mut cmd = netns.command(&binary);
         cmd.args(&command.args);
         cmd.envs(command.env);
         let log = self.logs.join(format!("{component}.log"));
         let process = Process::spawn(&format!("{component} (static pod)"), cmd, &log)
             .map_err(|e| BootError::Io(format!("start {component}: {e}")))?;
-        tracing::info!(%component, pid = process.pid(), "static pod started from its manifest");
+        tracing::info!(%component, %image, pid = process.pid(), "static pod started from its manifest");
         self.running.insert(component.to_owned(), process);
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! A control-plane node booted by real kubeadm: its phases run against the node's root folder
 //! (`--rootfs`) inside the node's network namespace ([`crate::netns`]), and etcd and kube-apiserver start
-//! from the manifests kubeadm wrote ([`crate::kubelet`]). The kubeadm is the one of the configuration's
-//! API version: the current release for v1beta4, 1.30 for v1beta3.
+//! from the manifests kubeadm wrote ([`crate::kubelet`]), each the build of the release its image names.
+//! The kubeadm is the Machine's release where it is built here (the current one and `hack/tools/k8s-1.N`),
+//! else the current release's; kubeadm 1.30 for a configuration in kubeadm API v1beta3.
 //!
 //! `kubeadm init`: `certs`, `kubeconfig`, `etcd local`, `control-plane`; once the API server answers,
 //! the load balancer knows it and the Node is registered, `upload-config`, `mark-control-plane` and
@@ -14,7 +15,8 @@
 //! mark-control-plane`.
 //!
 //! What stays simulated, because it needs a kubelet or a container runtime: `preflight`, `kubelet-start`
-//! (the simulator registers the Node), `wait-control-plane`, `upload-certs`, the add-ons, the worker's
+//! (the simulator registers the Node), `wait-control-plane`, `upload-certs`, the add-ons' pods (kubeadm
+//! creates their DaemonSet and Deployment, which nothing runs), the worker's
 //! join (only its bootstrap token is checked); because kube-controller-manager is not run, its bootstrap
 //! signer ([`sign_cluster_info`]). A configuration that turns `ControlPlaneKubeletLocalMode` off on
 //! kubeadm 1.34 is not supported by the simulator (its etcd member would be added by
@@ -77,8 +79,8 @@ impl<'a> Kubeadm<'a> {
         rootfs: &'a Path,
     ) -> Result<Self, BootError> {
         let text = plan.kubeadm_config()?;
-        let binary =
-            testenv::kubeadm::kubeadm_for(text).map_err(|e| BootError::Kubeadm(e.to_string()))?;
+        let binary = testenv::kubeadm::kubeadm_for_machine(text, req.version.as_deref())
+            .map_err(|e| BootError::Kubeadm(e.to_string()))?;
         Ok(Self {
             binary,
             v1beta3: testenv::kubeadm::is_v1beta3(text),
@@ -199,7 +201,7 @@ pub async fn init(
     let ip = netns.ip();
     let access = node::etcd_access(plan)?;
     let client_url = format!("https://{ip}:{ETCD_CLIENT_PORT}");
-    pods.start("etcd", &binaries.etcd, netns)?;
+    pods.start("etcd", netns)?;
     node::wait_etcd_ready(
         &access,
         &client_url,
@@ -207,8 +209,7 @@ pub async fn init(
     )
     .await?;
 
-    let (local, api_server) =
-        start_api_server(&mut pods, plan, netns, &binaries.kube_apiserver).await?;
+    let (local, api_server) = start_api_server(&mut pods, plan, netns).await?;
     // admin.conf points at the control-plane endpoint: the load balancer must know this node first.
     if let Some(lb) = &req.lb {
         lb.add(api_server);
@@ -221,6 +222,9 @@ pub async fn init(
             &["upload-config", "all"],
             &["mark-control-plane"],
             &["bootstrap-token"],
+            // kube-proxy's DaemonSet and CoreDNS's Deployment, which the control plane's upgrades update
+            // (nothing runs their pods here).
+            &["addon", "all"],
         ])
         .await?;
     pods.register_mirror_pods(&local, &facts.node_name).await?;
@@ -242,7 +246,6 @@ pub async fn join(
         .run(&["join", "phase", "control-plane-prepare", "all"])
         .await?;
     let mut pods = StaticPods::new(rootfs, &req.dir);
-    let binaries = testenv::binaries::management().map_err(|e| BootError::Etcd(e.to_string()))?;
     let ip = netns.ip();
     let access = node::etcd_access(plan)?;
     let peer_url = format!("https://{ip}:{ETCD_PEER_PORT}");
@@ -275,7 +278,7 @@ pub async fn join(
                 }
             }
             if start_at.is_some_and(|at| Instant::now() >= at) {
-                pods.start("etcd", &binaries.etcd, netns)?;
+                pods.start("etcd", netns)?;
                 if let Some(Fault::PartitionMidJoin(period)) = req.fault {
                     // Cut off while still a learner: kubeadm is held (as by a slow machine) until the
                     // learner runs and answers, since an etcd cut off before it first reached its peers
@@ -321,8 +324,7 @@ pub async fn join(
     )
     .await?;
 
-    let (local, api_server) =
-        start_api_server(&mut pods, plan, netns, &binaries.kube_apiserver).await?;
+    let (local, api_server) = start_api_server(&mut pods, plan, netns).await?;
     node::register_node(&local, req, &facts.node_name).await?;
     pods.serve_kubelet_api(netns)?;
     // The kubelet posts its static pods' mirror pods once its Node is registered, whatever kubeadm is
@@ -370,9 +372,8 @@ async fn start_api_server(
     pods: &mut StaticPods,
     plan: &BootPlan,
     netns: &NodeNetns,
-    binary: &Path,
 ) -> Result<(kube::Client, SocketAddr), BootError> {
-    pods.start("kube-apiserver", binary, netns)?;
+    pods.start("kube-apiserver", netns)?;
     let address = SocketAddr::from((netns.ip(), API_SERVER_PORT));
     let (ca_cert, ca_key) = cluster_ca(plan)?;
     let client = node::admin_client(&format!("https://{address}"), &ca_cert, &ca_key).await?;

@@ -216,6 +216,129 @@ pub fn node_component(name: &'static str) -> Result<PathBuf, Error> {
     current_tool(name, env, module)
 }
 
+/// A release besides the current one that a simulated node runs when its Machine says so: a
+/// `hack/tools/k8s-1.N` (kube-apiserver, kubeadm) or `hack/tools/etcd-3.N` (etcd, etcdctl, etcdutl) module.
+#[derive(Debug)]
+pub struct OtherRelease {
+    /// The minor version N.
+    pub minor: u32,
+    dir: &'static str,
+    go_mod: &'static str,
+    /// `$<NAME>_<major>_<minor>` for each binary, which overrides the build (e.g. `KUBEADM_1_37`).
+    envs: &'static [(&'static str, &'static str)],
+}
+
+/// Kubernetes releases besides the current one (`hack/tools/k8s`), oldest first.
+pub const KUBERNETES_RELEASES: &[OtherRelease] = &[
+    OtherRelease {
+        minor: 35,
+        dir: "hack/tools/k8s-1.35",
+        go_mod: include_str!("../../../hack/tools/k8s-1.35/go.mod"),
+        envs: &[
+            ("kubeadm", "KUBEADM_1_35"),
+            ("kube-apiserver", "KUBE_APISERVER_1_35"),
+        ],
+    },
+    OtherRelease {
+        minor: 36,
+        dir: "hack/tools/k8s-1.36",
+        go_mod: include_str!("../../../hack/tools/k8s-1.36/go.mod"),
+        envs: &[
+            ("kubeadm", "KUBEADM_1_36"),
+            ("kube-apiserver", "KUBE_APISERVER_1_36"),
+        ],
+    },
+    OtherRelease {
+        minor: 37,
+        dir: "hack/tools/k8s-1.37",
+        go_mod: include_str!("../../../hack/tools/k8s-1.37/go.mod"),
+        envs: &[
+            ("kubeadm", "KUBEADM_1_37"),
+            ("kube-apiserver", "KUBE_APISERVER_1_37"),
+        ],
+    },
+];
+
+/// etcd releases besides the current one (`hack/tools/etcd`), oldest first.
+pub const ETCD_RELEASES: &[OtherRelease] = &[OtherRelease {
+    minor: 7,
+    dir: "hack/tools/etcd-3.7",
+    go_mod: include_str!("../../../hack/tools/etcd-3.7/go.mod"),
+    envs: &[
+        ("etcd", "ETCD_3_7"),
+        ("etcdctl", "ETCDCTL_3_7"),
+        ("etcdutl", "ETCDUTL_3_7"),
+    ],
+}];
+
+/// The minor version N of `1.N.P`, `v1.N.P`, `3.N.P-0` and the like.
+fn minor_of(version: &str) -> Option<u32> {
+    version
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `kubeadm` or `kube-apiserver` of the Kubernetes release `version` (`v1.37.2`; the patch is not
+/// looked at): the build of `hack/tools/k8s-1.N` where there is one, else of the current release (as for
+/// any minor not built here).
+pub fn kubernetes_binary(name: &'static str, version: &str) -> Result<PathBuf, Error> {
+    let minor = minor_of(version);
+    match KUBERNETES_RELEASES.iter().find(|r| Some(r.minor) == minor) {
+        Some(release) => release_tool(name, release, ToolModule::KubernetesRelease(release.minor)),
+        None => match name {
+            "kubeadm" => kubeadm_current(),
+            "kube-apiserver" => kube_apiserver_current(),
+            other => panic!("{other} is not built per Kubernetes release"),
+        },
+    }
+}
+
+/// `etcd`, `etcdctl` or `etcdutl` of the etcd release `version` (`3.7.0-0`, an image tag, will do): the
+/// build of `hack/tools/etcd-3.N` where there is one, else the current release's.
+pub fn etcd_binary(name: &'static str, version: &str) -> Result<PathBuf, Error> {
+    let minor = minor_of(version);
+    match ETCD_RELEASES.iter().find(|r| Some(r.minor) == minor) {
+        Some(release) => release_tool(name, release, ToolModule::EtcdRelease(release.minor)),
+        None => match name {
+            "etcd" => etcd_current(),
+            "etcdctl" => etcdctl_current(),
+            "etcdutl" => etcdutl_current(),
+            other => panic!("{other} is not built per etcd release"),
+        },
+    }
+}
+
+/// The binary a static pod's `image` runs on a simulated node: kube-apiserver of the image's Kubernetes
+/// release, etcd of its etcd release ([`kubernetes_binary`], [`etcd_binary`]).
+pub fn for_image(image: &str) -> Result<PathBuf, Error> {
+    let (repository, tag) = image.rsplit_once(':').unwrap_or((image, ""));
+    match repository.rsplit('/').next().unwrap_or(repository) {
+        "kube-apiserver" => kubernetes_binary("kube-apiserver", tag),
+        "etcd" => etcd_binary("etcd", tag),
+        other => Err(Error::MissingBinary {
+            name: other.to_owned(),
+            hint: format!("no build runs the image {image} on a simulated node"),
+        }),
+    }
+}
+
+fn release_tool(
+    name: &'static str,
+    release: &OtherRelease,
+    module: ToolModule,
+) -> Result<PathBuf, Error> {
+    let env = release
+        .envs
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, env)| *env)
+        .unwrap_or_else(|| panic!("{} builds no {name}", release.dir));
+    current_tool(name, env, module)
+}
+
 /// The etcd releases the etcd integration tests run on: Debian's 3.4 (the old end, what kubeadm 1.20
 /// deployed) and the current release built from `hack/tools/etcd` (what kubeadm 1.34 deploys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,6 +444,10 @@ pub enum ToolModule {
     KubernetesNode,
     /// `hack/tools/coredns`: CoreDNS, at the version kubeadm of that release deploys.
     Coredns,
+    /// `hack/tools/k8s-1.N` of [`KUBERNETES_RELEASES`], by N.
+    KubernetesRelease(u32),
+    /// `hack/tools/etcd-3.N` of [`ETCD_RELEASES`], by N.
+    EtcdRelease(u32),
 }
 
 impl ToolModule {
@@ -354,15 +481,20 @@ impl ToolModule {
                 "hack/tools/coredns",
                 include_str!("../../../hack/tools/coredns/go.mod"),
             ),
+            Self::KubernetesRelease(minor) => other_release(KUBERNETES_RELEASES, minor),
+            Self::EtcdRelease(minor) => other_release(ETCD_RELEASES, minor),
         }
     }
 
     /// The module whose version names the release.
     fn module(self) -> &'static str {
         match self {
-            Self::Kubernetes | Self::KubeadmV1beta3 | Self::KubernetesNode => "k8s.io/kubernetes",
+            Self::Kubernetes
+            | Self::KubeadmV1beta3
+            | Self::KubernetesNode
+            | Self::KubernetesRelease(_) => "k8s.io/kubernetes",
             Self::Coredns => "github.com/coredns/coredns",
-            Self::Etcd => "go.etcd.io/etcd/server/v3",
+            Self::Etcd | Self::EtcdRelease(_) => "go.etcd.io/etcd/server/v3",
             Self::ClusterApi => "sigs.k8s.io/cluster-api",
             Self::Kustomize => "sigs.k8s.io/kustomize/kustomize/v5",
         }
@@ -374,6 +506,14 @@ impl ToolModule {
         required_version(go_mod, self.module())
             .unwrap_or_else(|| panic!("{dir}/go.mod does not require {}", self.module()))
     }
+}
+
+fn other_release(releases: &[OtherRelease], minor: u32) -> (&'static str, &'static str) {
+    let release = releases
+        .iter()
+        .find(|r| r.minor == minor)
+        .unwrap_or_else(|| panic!("no release module of minor {minor}"));
+    (release.dir, release.go_mod)
 }
 
 /// The version `go_mod` requires `module` at: a `require M V` line or a line `M V` of a require block.

@@ -51,6 +51,18 @@ pub fn kubeadm_for(config: &str) -> Result<std::path::PathBuf, crate::Error> {
     }
 }
 
+/// The kubeadm a node whose Machine runs `machine_version` boots `config` with: kubeadm 1.30 for v1beta3,
+/// else the Machine's release where it is built ([`binaries::kubernetes_binary`]).
+pub fn kubeadm_for_machine(
+    config: &str,
+    machine_version: Option<&str>,
+) -> Result<std::path::PathBuf, crate::Error> {
+    match machine_version {
+        Some(version) if !is_v1beta3(config) => binaries::kubernetes_binary("kubeadm", version),
+        _ => kubeadm_for(config),
+    }
+}
+
 /// Runs `kubeadm config validate` on `config` (after [`as_on_the_node`]) with the kubeadm of its API
 /// version (see the module documentation): `Err` with kubeadm's answer when it refuses the configuration.
 pub fn validate_config(config: &str) -> Result<(), String> {

@@ -59,16 +59,23 @@ impl Nodes {
         }
     }
 
-    /// Applies the cluster with `control_planes` machines at `generation`; real clusters keep
+    /// Applies the cluster with `control_planes` machines at `target`; real clusters keep
     /// [`REAL_WORKERS`] workers (the quickstart's shape), simulated ones none.
-    async fn apply(self, env: &Env, control_planes: u32, generation: u32) {
+    async fn apply(self, env: &Env, control_planes: u32, target: &Target) {
         let mut vars: BTreeMap<&str, String> = [
             ("CLUSTER_NAME", CLUSTER.to_owned()),
             ("CONTROL_PLANE_MACHINE_COUNT", control_planes.to_string()),
             ("WORKER_MACHINE_COUNT", "0".to_owned()),
-            ("CONTROL_PLANE_MACHINE_GEN", format!("genc{generation:02}")),
         ]
         .into();
+        match target {
+            Target::Generation(generation) => {
+                vars.insert("CONTROL_PLANE_MACHINE_GEN", format!("genc{generation:02}"));
+            }
+            Target::Version(version) => {
+                vars.insert("KUBERNETES_VERSION", version.clone());
+            }
+        }
         match self {
             Nodes::Simulated => env.apply_template(&vars).await,
             Nodes::Real => {
@@ -82,6 +89,34 @@ impl Nodes {
             }
         }
     }
+}
+
+/// What a rollout brings every control-plane machine to.
+#[derive(Clone, Debug)]
+enum Target {
+    /// The generation counter `CONTROL_PLANE_MACHINE_GEN`, `genc<N>`.
+    Generation(u32),
+    /// `KUBERNETES_VERSION` (`BENCH_UPGRADE=1`, `make bench-upgrade`).
+    Version(String),
+}
+
+impl Target {
+    fn reached_by(&self, machine: &ControlPlaneMachine) -> bool {
+        match self {
+            Target::Generation(g) => machine.generation.as_deref() == Some(&format!("genc{g:02}")),
+            Target::Version(v) => machine.version.as_deref() == Some(v.as_str()),
+        }
+    }
+}
+
+/// A control-plane Machine as a rollout sees it.
+#[derive(Debug)]
+struct ControlPlaneMachine {
+    name: String,
+    generation: Option<String>,
+    version: Option<String>,
+    node: Option<String>,
+    deleting: bool,
 }
 
 /// A moment in a rollout: a step the control plane took, or something the benchmark saw.
@@ -196,23 +231,22 @@ async fn control_plane_says(env: &Env) -> String {
     .join("; ")
 }
 
-/// Rolls the control plane to `generation` and measures it.
+/// Rolls the control plane to `target` and measures it.
 async fn roll(
     env: &Env,
     nodes: Nodes,
     watch: &EtcdWatch,
     replicas: u32,
-    generation: u32,
+    target: Target,
 ) -> Rollout {
     let started = Timestamp::now();
     let clock = Instant::now();
     let before: BTreeSet<String> = control_plane_machines(env)
         .await
         .into_iter()
-        .map(|m| m.0)
+        .map(|m| m.name)
         .collect();
-    nodes.apply(env, replicas, generation).await;
-    let wanted = format!("genc{generation:02}");
+    nodes.apply(env, replicas, &target).await;
     let mut joined: BTreeMap<String, Timestamp> = BTreeMap::new();
     let mut gone: BTreeMap<String, Timestamp> = BTreeMap::new();
     let mut said: Vec<Said> = Vec::new();
@@ -229,13 +263,13 @@ async fn roll(
                     .collect()
             })
             .unwrap_or_default();
-        for (name, generation, node, deleting) in &machines {
-            let new = generation.as_deref() == Some(wanted.as_str()) && !before.contains(name);
-            if new && !deleting && node.is_some() && voters.contains(name) {
-                joined.entry(name.clone()).or_insert(now);
+        for m in &machines {
+            let new = target.reached_by(m) && !before.contains(&m.name);
+            if new && !m.deleting && m.node.is_some() && voters.contains(&m.name) {
+                joined.entry(m.name.clone()).or_insert(now);
             }
         }
-        let present: BTreeSet<&String> = machines.iter().map(|m| &m.0).collect();
+        let present: BTreeSet<&String> = machines.iter().map(|m| &m.name).collect();
         for old in &before {
             if !present.contains(old) {
                 gone.entry(old.clone()).or_insert(now);
@@ -246,11 +280,8 @@ async fn roll(
             text: control_plane_says(env).await,
         });
         let done = machines.len() == replicas as usize
-            && machines.iter().all(|(name, generation, node, deleting)| {
-                generation.as_deref() == Some(wanted.as_str())
-                    && node.is_some()
-                    && !deleting
-                    && voters.contains(name)
+            && machines.iter().all(|m| {
+                target.reached_by(m) && m.node.is_some() && !m.deleting && voters.contains(&m.name)
             })
             && voters.len() == replicas as usize;
         if done {
@@ -258,7 +289,7 @@ async fn roll(
         }
         assert!(
             clock.elapsed() < ROLLOUT_TIMEOUT,
-            "rollout to {wanted} did not finish: {machines:?}, voters {voters:?}\n{}",
+            "rollout to {target:?} did not finish: {machines:?}, voters {voters:?}\n{}",
             env.diagnostics().await
         );
         tokio::time::sleep(SAMPLE_EVERY).await;
@@ -328,22 +359,22 @@ async fn roll(
     }
 }
 
-/// (name, generation label, node, deleting) of each control-plane Machine.
-async fn control_plane_machines(env: &Env) -> Vec<(String, Option<String>, Option<String>, bool)> {
+/// Each control-plane Machine of the cluster.
+async fn control_plane_machines(env: &Env) -> Vec<ControlPlaneMachine> {
     env.machines(CLUSTER)
         .await
         .into_iter()
         .filter(|m| m.labels().contains_key(CONTROL_PLANE_LABEL))
-        .map(|m| {
-            (
-                m.name_any(),
-                m.labels().get(MACHINE_GENERATION_LABEL).cloned(),
-                m.status
-                    .as_ref()
-                    .and_then(|s| s.node_ref.as_ref())
-                    .map(|n| n.name.clone()),
-                m.metadata.deletion_timestamp.is_some(),
-            )
+        .map(|m| ControlPlaneMachine {
+            name: m.name_any(),
+            generation: m.labels().get(MACHINE_GENERATION_LABEL).cloned(),
+            version: m.spec.version.clone(),
+            node: m
+                .status
+                .as_ref()
+                .and_then(|s| s.node_ref.as_ref())
+                .map(|n| n.name.clone()),
+            deleting: m.metadata.deletion_timestamp.is_some(),
         })
         .collect()
 }
@@ -422,10 +453,10 @@ fn print(rollouts: &[Rollout]) {
     }
 }
 
-/// Creates the cluster with 3 control-plane machines at generation 1, the etcd watch sampling it from
-/// the start; returns once the control plane is ready, with when the watch started.
-async fn create_three(env: &Env, nodes: Nodes) -> (EtcdWatch, Timestamp) {
-    nodes.apply(env, 3, 1).await;
+/// Creates the cluster with 3 control-plane machines at `target`, the etcd watch sampling it from the
+/// start; returns once the control plane is ready, with when the watch started.
+async fn create_three(env: &Env, nodes: Nodes, target: &Target) -> (EtcdWatch, Timestamp) {
+    nodes.apply(env, 3, target).await;
     let watch_started = Timestamp::now();
     let watch = EtcdWatch::start(
         env.client.clone(),
@@ -448,12 +479,23 @@ async fn main() {
         real::run(rollouts.unwrap_or(1)).await;
         return;
     }
+    if std::env::var_os("BENCH_UPGRADE").is_some() {
+        upgrade().await;
+        return;
+    }
     let rollouts = rollouts.unwrap_or(5);
     let env = Env::start(&[]).await;
-    let (watch, _) = create_three(&env, Nodes::Simulated).await;
+    let (watch, _) = create_three(&env, Nodes::Simulated, &Target::Generation(1)).await;
     let mut results = Vec::new();
     for generation in 2..2 + rollouts {
-        let r = roll(&env, Nodes::Simulated, &watch, 3, generation).await;
+        let r = roll(
+            &env,
+            Nodes::Simulated,
+            &watch,
+            3,
+            Target::Generation(generation),
+        )
+        .await;
         println!(
             "rollout {} of 3 machines: {:.1} s, ratio {:.2}",
             results.len() + 1,
@@ -465,7 +507,14 @@ async fn main() {
     env.scale_control_plane(KCP, 5).await;
     env.wait_control_plane(KCP, 5, ROLLOUT_TIMEOUT, "scale to 5")
         .await;
-    let r = roll(&env, Nodes::Simulated, &watch, 5, 2 + rollouts).await;
+    let r = roll(
+        &env,
+        Nodes::Simulated,
+        &watch,
+        5,
+        Target::Generation(2 + rollouts),
+    )
+    .await;
     println!(
         "rollout of 5 machines: {:.1} s, ratio {:.2}",
         r.wall.as_secs_f64(),
@@ -473,4 +522,58 @@ async fn main() {
     );
     results.push(r);
     print(&results);
+}
+
+/// `make bench-upgrade`: 3 control-plane machines created at the current Kubernetes release, then
+/// upgraded one minor at a time to each other release built (`hack/tools/k8s-1.N`), every new machine
+/// running its release's kubeadm, kube-apiserver and etcd; each step measured as a rollout is, with the
+/// longest time the workload API did not answer during it, and the managers' peak memory at the end.
+async fn upgrade() {
+    use testenv::binaries::{KUBERNETES_RELEASES, ToolModule};
+    let chain: Vec<String> = std::iter::once(ToolModule::Kubernetes.version())
+        .chain(
+            KUBERNETES_RELEASES
+                .iter()
+                .map(|r| ToolModule::KubernetesRelease(r.minor).version()),
+        )
+        .collect();
+    let mut env = Env::start(&[]).await;
+    let (watch, _) = create_three(&env, Nodes::Simulated, &Target::Version(chain[0].clone())).await;
+    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, CLUSTER)
+        .await
+        .expect("the workload cluster's kubeconfig");
+    let mut results = Vec::new();
+    let mut outages = Vec::new();
+    for version in &chain[1..] {
+        let probe = e2e_tests::api_probe::ApiProbe::start(workload.clone(), SAMPLE_EVERY);
+        let r = roll(
+            &env,
+            Nodes::Simulated,
+            &watch,
+            3,
+            Target::Version(version.clone()),
+        )
+        .await;
+        let (answered, failed, outage) = probe.summary();
+        println!(
+            "upgrade to {version}: {:.1} s, ratio {:.2}; workload API {answered} answers, {failed} failures, longest gap {:.2} s",
+            r.wall.as_secs_f64(),
+            r.ratio(),
+            outage.as_secs_f64()
+        );
+        outages.push((version.clone(), outage));
+        results.push(r);
+    }
+    print(&results);
+    println!();
+    for (version, outage) in outages {
+        println!(
+            "longest workload API gap, upgrade to {version}: {:.2} s",
+            outage.as_secs_f64()
+        );
+    }
+    for (manager, kib) in env.manager_peak_memory() {
+        println!("peak memory of {manager}: {} MiB", kib / 1024);
+    }
+    watch.assert_safe("upgrade chain");
 }

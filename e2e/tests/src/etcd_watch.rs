@@ -36,6 +36,8 @@ pub struct Sample {
     pub quorum_read: bool,
     /// The voter that answered saying it leads.
     pub leader: Option<String>,
+    /// The server version each voter that answered runs (`3.7.3`), by member name.
+    pub versions: Vec<(String, String)>,
     /// When this look found no quorum: what a look taken at once after it with [`PATIENT`] timeouts found.
     pub recheck: Option<Recheck>,
 }
@@ -474,6 +476,7 @@ async fn look(access: &Access, urls: &[String], patience: Duration) -> Sample {
         silent_voters: Vec::new(),
         quorum_read: false,
         leader: None,
+        versions: Vec::new(),
         recheck: None,
     };
     if urls.is_empty() {
@@ -516,7 +519,10 @@ async fn look(access: &Access, urls: &[String], patience: Duration) -> Sample {
         };
         let mut client = access.connect(url, patience).await?;
         match tokio::time::timeout(patience, client.status()).await {
-            Ok(Ok(s)) => Ok(s.header().is_some_and(|h| h.member_id() == s.leader())),
+            Ok(Ok(s)) => Ok((
+                s.header().is_some_and(|h| h.member_id() == s.leader()),
+                s.version().to_owned(),
+            )),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("status timed out".to_owned()),
         }
@@ -525,11 +531,12 @@ async fn look(access: &Access, urls: &[String], patience: Duration) -> Sample {
     sample.quorum_read = quorum_read;
     for (m, answer) in voters.iter().zip(statuses) {
         match answer {
-            Ok(leads) => {
+            Ok((leads, version)) => {
                 sample.healthy_voters += 1;
                 if leads {
                     sample.leader = Some(m.name().to_owned());
                 }
+                sample.versions.push((m.name().to_owned(), version));
             }
             Err(why) => sample.silent_voters.push((m.name().to_owned(), why)),
         }
@@ -566,6 +573,7 @@ mod tests {
             silent_voters: Vec::new(),
             quorum_read: false,
             leader: None,
+            versions: Vec::new(),
             recheck: None,
         }
     }

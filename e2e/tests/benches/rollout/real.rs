@@ -23,7 +23,7 @@ use kubeadm_api::cluster::v1beta2::Machine;
 use kubeadm_api::meta::CONTROL_PLANE_LABEL;
 use sim::SimView;
 
-use super::{CLUSTER, Nodes, ROLLOUT_TIMEOUT, create_three, print, roll};
+use super::{CLUSTER, Nodes, ROLLOUT_TIMEOUT, Target, create_three, print, roll};
 
 /// How long the nodes run after the last one is Ready before their memory is read.
 const SETTLE: Duration = Duration::from_secs(30);
@@ -276,7 +276,7 @@ pub async fn run(rollouts: u32) {
     let env = Env::start(&[]).await;
     let looker = Looker::start(env.client.clone());
     let started = Instant::now();
-    let (watch, watch_started) = create_three(&env, Nodes::Real).await;
+    let (watch, watch_started) = create_three(&env, Nodes::Real, &Target::Generation(1)).await;
     let watch_started = watch_started.as_duration().as_secs_f64();
     let deadline = Instant::now() + ROLLOUT_TIMEOUT;
     let machines = loop {
@@ -301,7 +301,7 @@ pub async fn run(rollouts: u32) {
     let mut results = Vec::new();
     let mut before: BTreeSet<String> = machines.into_iter().collect();
     for generation in 2..2 + rollouts {
-        let r = roll(&env, Nodes::Real, &watch, 3, generation).await;
+        let r = roll(&env, Nodes::Real, &watch, 3, Target::Generation(generation)).await;
         println!(
             "\nrollout {} of 3 real control-plane nodes: {:.1} s, ratio {:.2}",
             results.len() + 1,

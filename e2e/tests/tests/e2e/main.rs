@@ -17,3 +17,4 @@ mod real_nodes;
 mod restore;
 mod scenarios;
 mod template;
+mod upgrade;

@@ -290,7 +290,10 @@ fn the_minimal_annotation_of_a_control_plane_restores_what_it_holds() {
             "remediation": {"maxRetry": 3, "retryPeriodSeconds": 0},
         })
     );
-    assert_eq!(hub["status"]["initialization"], json!({"controlPlaneInitialized": true}));
+    assert_eq!(
+        hub["status"]["initialization"],
+        json!({"controlPlaneInitialized": true})
+    );
 }
 
 /// A whole annotation (Cluster API up to v1.14) beside a v1beta1 object whose `false` fields Go left out:
@@ -308,7 +311,10 @@ fn a_false_cluster_api_leaves_out_comes_back_from_the_annotation() {
     });
     let mut spoke = convert_object(hub.clone(), BOOTSTRAP_V1BETA1).unwrap();
     // As Cluster API serves it: no `false`, and the whole hub in the annotation.
-    spoke["spec"]["files"][0].as_object_mut().unwrap().remove("append");
+    spoke["spec"]["files"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("append");
     spoke["spec"]["ignition"]["containerLinuxConfig"]
         .as_object_mut()
         .unwrap()
