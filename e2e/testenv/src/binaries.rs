@@ -759,6 +759,41 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn versions_and_image_tags_name_their_minor() {
+        assert_eq!(minor_of("v1.37.2"), Some(37));
+        assert_eq!(minor_of("1.35.4"), Some(35));
+        assert_eq!(minor_of("3.7.0-0"), Some(7));
+        assert_eq!(minor_of("latest"), None);
+    }
+
+    /// Each other release's go.mod pins the minor its entry says, and none repeats the current release.
+    #[test]
+    fn release_modules_pin_the_minor_they_are_listed_under() {
+        let current = minor_of(&ToolModule::Kubernetes.version());
+        for release in KUBERNETES_RELEASES {
+            let pinned = ToolModule::KubernetesRelease(release.minor).version();
+            assert_eq!(minor_of(&pinned), Some(release.minor), "{}", release.dir);
+            assert_ne!(
+                Some(release.minor),
+                current,
+                "{} is the current release",
+                release.dir
+            );
+        }
+        let current_etcd = minor_of(&ToolModule::Etcd.version());
+        for release in ETCD_RELEASES {
+            let pinned = ToolModule::EtcdRelease(release.minor).version();
+            assert_eq!(minor_of(&pinned), Some(release.minor), "{}", release.dir);
+            assert_ne!(
+                Some(release.minor),
+                current_etcd,
+                "{} is the current release",
+                release.dir
+            );
+        }
+    }
+
+    #[test]
     fn every_tool_module_pins_a_version() {
         for module in [
             ToolModule::Kubernetes,

@@ -141,7 +141,7 @@ pub const CONTROL_PLANE_CONDITIONS: &[Condition] = &[
     condition(&[types::CERTIFICATES_AVAILABLE], &[reasons::AVAILABLE], &[reasons::INTERNAL_ERROR], "why the cluster certificates could not be read or made"),
     condition(&[types::MACHINES_CREATED], &[reasons::CREATED], &[reasons::INFRASTRUCTURE_TEMPLATE_CLONING_FAILED], "the object and what is wrong"),
     condition(&[types::MACHINES_UP_TO_DATE], &[reasons::UP_TO_DATE], &[reasons::NOT_UP_TO_DATE], "`<machine>: <reasons>; …`"),
-    Condition { true_also: WAITS, ..condition(&[types::ROLLING_OUT], &[reasons::ROLLING_OUT], &[reasons::NOT_ROLLING_OUT], "`rolling out generation genc02: 2 of 3 machines left to replace[; waiting: …]`") },
+    Condition { true_also: WAITS, ..condition(&[types::ROLLING_OUT], &[reasons::ROLLING_OUT], &[reasons::NOT_ROLLING_OUT], "`rolling out v1.34.4 generation genc02: 2 of 3 machines left to replace[; waiting: …]`") },
     Condition { true_also: WAITS, ..condition(&[types::SCALING_UP], &[reasons::SCALING_UP], &[reasons::NOT_SCALING_UP], "`scaling up from 1 to 3 replicas[; waiting: …]`") },
     Condition { true_also: WAITS, ..condition(&[types::SCALING_DOWN], &[reasons::SCALING_DOWN], &[reasons::NOT_SCALING_DOWN], "`scaling down from 5 to 3 replicas[; waiting: …]`") },
     condition(&[types::CONTROL_PLANE_COMPONENTS_HEALTHY], &[reasons::HEALTHY], &[reasons::NOT_HEALTHY], "the machines with problems and the problem"),

@@ -192,7 +192,8 @@ impl Report {
                 &details.join("; "),
             );
             let mut message = format!(
-                "rolling out generation {}: {} of {} machines left to replace",
+                "rolling out {} generation {}: {} of {} machines left to replace",
+                desired.version,
                 desired.generation,
                 plan.outdated.len(),
                 machines.iter().filter(|m| !m.deleting).count()

@@ -96,11 +96,7 @@ async fn scale_up_roll_generations_and_versions_scale_down() {
     loop {
         let kcp = kcp(&env.client).await;
         if let Some(c) = condition(&kcp, "RollingOut").filter(|c| c.status == "True") {
-            assert!(
-                c.message.contains("rolling out generation genc02"),
-                "{}",
-                c.message
-            );
+            assert!(c.message.contains(" generation genc02: "), "{}", c.message);
             saw_rolling_out = true;
         }
         if env.core.observe(|o| o.deleted.len()) >= 3 {
