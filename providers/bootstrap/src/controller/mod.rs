@@ -477,6 +477,15 @@ async fn bootstrap(
     token_choice: TokenChoice,
 ) -> Result<Bootstrapped, Error> {
     let cluster_name = facts.cluster.name_any();
+    // Before anything is created for it (certificates, a join token): whether its templates can render.
+    let control_plane_version =
+        match template_control_plane_version(&ctx.client, facts, &facts.config.spec).await? {
+            Ok(version) => version,
+            Err(message) => {
+                write_status(ctx, facts, Outcome::Failed(reasons::INVALID_SPEC, message)).await?;
+                return Ok(Bootstrapped::NotYet(Action::await_change()));
+            }
+        };
     // Without a control-plane provider the bootstrap provider owns the cluster certificates.
     let generation = facts.cluster.spec.control_plane_ref.is_none().then(|| {
         Generation::of(
@@ -548,13 +557,7 @@ async fn bootstrap(
 
     let version = facts.owner.kubernetes_version().unwrap_or_default();
     let mut cluster_facts = ClusterFacts::of(&facts.cluster, &version);
-    match template_control_plane_version(&ctx.client, facts, &spec).await? {
-        Ok(control_plane_version) => cluster_facts.control_plane_version = control_plane_version,
-        Err(message) => {
-            write_status(ctx, facts, Outcome::Failed(reasons::INVALID_SPEC, message)).await?;
-            return Ok(Bootstrapped::NotYet(Action::await_change()));
-        }
-    }
+    cluster_facts.control_plane_version = control_plane_version;
     let machine_facts = MachineFacts {
         name: facts.owner.name(),
         generation: facts.owner.machine_generation(),

@@ -260,6 +260,27 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
     let mut broken = default_spec();
     broken["files"] = json!([{ "path": "/etc/x", "content": "a", "contentFrom": { "secret": { "name": "s", "key": "k" } } }]);
     machine_with_spec(&client, "broken", "broken-cp-0", true, broken).await;
+    // A template file needs the control plane's version, which is read only from a KubeadmControlPlane.
+    create::<Cluster>(
+        &client,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": { "name": "foreign", "namespace": NS },
+            "spec": {
+                "controlPlaneEndpoint": { "host": "10.0.0.11", "port": 6443 },
+                "controlPlaneRef": { "apiGroup": "controlplane.cluster.x-k8s.io", "kind": "TalosControlPlane", "name": "foreign" },
+            },
+        }),
+    )
+    .await;
+    set_cluster_status(&client, "foreign", json!({ "initialization": { "infrastructureProvisioned": true, "controlPlaneInitialized": true } })).await;
+    let mut templated = default_spec();
+    templated["files"] = json!([{ "path": "/etc/kubeadm-version", "contentFormat": "Template", "content": "{{ .controlPlane.version }}" }]);
+    machine_with_spec(&client, "foreign", "foreign-md-0", false, templated.clone()).await;
+    // Without a control plane the key is left out, and a template can test for it.
+    templated["files"][0]["content"] =
+        json!("{{ if .controlPlane }}{{ .controlPlane.version }}{{ else }}none{{ end }}");
+    machine_with_spec(&client, "prod", "prod-md-1", false, templated).await;
     // A controller that crashed earlier had given the init lock to prod-cp-1: it must keep it.
     let lock: ConfigMap = serde_json::from_value(json!({
         "metadata": { "name": "prod-lock", "namespace": NS, "labels": { "cluster.x-k8s.io/cluster-name": "prod" } },
@@ -439,6 +460,43 @@ async fn one_init_then_joins_with_tokens_in_the_workload_cluster() {
             .is_none()
     })
     .await;
+
+    // The templates: one rendered without a control plane, one refused naming the file and the kind.
+    eventually("the template without a control plane renders", || async {
+        user_data(&client, "prod-md-1").await.is_some()
+    })
+    .await;
+    let templated = user_data(&client, "prod-md-1").await.unwrap();
+    assert!(
+        templated.contains("  - path: /etc/kubeadm-version\n    content: none\n"),
+        "{templated}"
+    );
+    eventually(
+        "the template of a foreign control plane is refused",
+        || async {
+            condition_reason(&client, "foreign-md-0", "DataSecretAvailable")
+                .await
+                .as_deref()
+                == Some("InvalidSpec")
+        },
+    )
+    .await;
+    let refused = configs.get("foreign-md-0").await.unwrap();
+    let condition = refused
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "DataSecretAvailable")
+        .unwrap();
+    assert!(
+        condition.message.contains("spec.files[0].contentFormat")
+            && condition.message.contains("TalosControlPlane/foreign"),
+        "{}",
+        condition.message
+    );
+    // Refused before the certificates are looked up (they would be missing: CertificatesUnavailable).
+    assert!(user_data(&client, "foreign-md-0").await.is_none());
 
     // The paused cluster was left alone the whole time.
     assert!(user_data(&client, "frozen-cp-0").await.is_none());
