@@ -271,6 +271,17 @@ pub const ETCD_RELEASES: &[OtherRelease] = &[OtherRelease {
     ],
 }];
 
+/// The Kubernetes releases nodes run here: the current one, then every other release built, oldest first.
+pub fn kubernetes_releases() -> Vec<String> {
+    std::iter::once(ToolModule::Kubernetes.version())
+        .chain(
+            KUBERNETES_RELEASES
+                .iter()
+                .map(|r| ToolModule::KubernetesRelease(r.minor).version()),
+        )
+        .collect()
+}
+
 /// The minor version N of `1.N.P`, `v1.N.P`, `3.N.P-0` and the like.
 fn minor_of(version: &str) -> Option<u32> {
     version

@@ -529,14 +529,7 @@ async fn main() {
 /// running its release's kubeadm, kube-apiserver and etcd; each step measured as a rollout is, with the
 /// longest time the workload API did not answer during it, and the managers' peak memory at the end.
 async fn upgrade() {
-    use testenv::binaries::{KUBERNETES_RELEASES, ToolModule};
-    let chain: Vec<String> = std::iter::once(ToolModule::Kubernetes.version())
-        .chain(
-            KUBERNETES_RELEASES
-                .iter()
-                .map(|r| ToolModule::KubernetesRelease(r.minor).version()),
-        )
-        .collect();
+    let chain = testenv::binaries::kubernetes_releases();
     let mut env = Env::start(&[]).await;
     let (watch, _) = create_three(&env, Nodes::Simulated, &Target::Version(chain[0].clone())).await;
     let workload = e2e_tests::api_probe::workload_client(&env.client, NS, CLUSTER)

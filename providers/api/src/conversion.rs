@@ -589,14 +589,13 @@ fn line_up_keyed_lists(restored: &mut Value, hub: &Value) {
             }
         }
         (Value::Array(restored), Value::Array(hub)) => {
-            let Some(key) = ENTRY_KEYS.into_iter().find(|key| {
-                unique_keys(restored, key).is_some() && unique_keys(hub, key).is_some()
+            let Some((key, same_keys)) = ENTRY_KEYS.into_iter().find_map(|key| {
+                let (ours, theirs) = (unique_keys(restored, key)?, unique_keys(hub, key)?);
+                Some((key, ours == theirs))
             }) else {
                 return;
             };
-            if unique_keys(restored, key) == unique_keys(hub, key)
-                && restored.iter().all(|entry| complete_as(entry, hub))
-            {
+            if same_keys && restored.iter().all(|entry| complete_as(entry, hub, key)) {
                 return;
             }
             let mut from_annotation: Vec<Value> = std::mem::take(restored);
@@ -630,15 +629,13 @@ fn unique_keys<'a>(entries: &'a [Value], key: &str) -> Option<Vec<&'a str>> {
 
 /// Whether an entry of the annotation names every field the entry of `hub` with its key names: a whole
 /// hub's entry, kept as it is (a field it leaves out was unset).
-fn complete_as(entry: &Value, hub: &[Value]) -> bool {
+fn complete_as(entry: &Value, hub: &[Value], key: &str) -> bool {
     let Some(fields) = entry.as_object() else {
         return false;
     };
-    let key = ENTRY_KEYS.into_iter().find(|k| fields.contains_key(*k));
-    let twin = hub
-        .iter()
-        .find(|h| key.is_some_and(|k| h.get(k) == entry.get(k)));
-    twin.and_then(Value::as_object)
+    hub.iter()
+        .find(|h| h.get(key) == entry.get(key))
+        .and_then(Value::as_object)
         .is_some_and(|twin| twin.keys().all(|name| fields.contains_key(name)))
 }
 

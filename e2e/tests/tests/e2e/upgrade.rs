@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Machine, MachineDeployment};
-use testenv::binaries::{KUBERNETES_RELEASES, ToolModule};
+use testenv::binaries::ToolModule;
 
 use crate::scenarios::{
     SAMPLE_EVERY, assert_membership_was_safe, step_timeout, stop_and_check_nothing_is_left, vars,
@@ -24,17 +24,6 @@ use crate::scenarios::{
 const CLUSTER: &str = "chain";
 const KCP: &str = "chain-control-plane";
 const WORKERS: usize = 2;
-
-/// The current release, then every other release built, oldest first.
-fn chain() -> Vec<String> {
-    std::iter::once(ToolModule::Kubernetes.version())
-        .chain(
-            KUBERNETES_RELEASES
-                .iter()
-                .map(|r| ToolModule::KubernetesRelease(r.minor).version()),
-        )
-        .collect()
-}
 
 fn is_control_plane(machine: &Machine) -> bool {
     machine
@@ -134,7 +123,7 @@ async fn wait_etcd_versions(watch: &EtcdWatch, want: &str) -> Vec<(String, Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_upgrades_one_minor_at_a_time_on_the_releases_its_machines_run() {
     let started = Instant::now();
-    let chain = chain();
+    let chain = testenv::binaries::kubernetes_releases();
     assert!(chain.len() >= 2, "no release to upgrade to: {chain:?}");
     let env = Env::start(&[]).await;
     let mut settings = vars(CLUSTER, 3, WORKERS as u32);
