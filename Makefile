@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker || command -v podman)
 
-.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-upgrade bench-real bench-scale soak compare fuzz
+.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv testenv-releases packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-upgrade bench-real bench-scale soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -35,10 +35,10 @@ dev: testenv build ## Start a local management plane with our CRDs, Cluster API'
 test: lint testenv ## What CI runs: make lint, then unit, integration and end-to-end tests (real etcd and kube-apiserver) with cargo nextest
 	$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE)
 
-test-nodes: testenv ## Real nodes piece by piece, beyond what `make test` runs of them: the node images (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data and a published provider's shape (users, NTP, files, a missing disk) on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 6 minutes)
+test-nodes: testenv-releases ## Real nodes piece by piece, beyond what `make test` runs of them: the node images of every release (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data and a published provider's shape (users, NTP, files, a missing disk) on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 6 minutes)
 	$(CARGO) nextest run -p testenv -p sim --profile $(NEXTEST_PROFILE) --run-ignored only
 
-e2e-real: testenv ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated (about 12 minutes)
+e2e-real: testenv-releases ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated, and the upgrade chain 1.34 → 1.37 (about 40 minutes)
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --run-ignored only -E 'test(/^real_nodes::/)' --no-capture
 
@@ -52,6 +52,9 @@ e2e: testenv ## End-to-end scenarios: both managers as processes, simulated mach
 
 testenv: ## Install the Debian packages, cargo-nextest, rustfmt and clippy; build kube-apiserver, kubeadm, etcd, Cluster API and what real nodes run (kubelet, containerd's images, ...) once (cached in ~/.cache)
 	hack/install-testenv.sh nodes
+
+testenv-releases: ## What make testenv installs, and the node components of every other release real nodes run (hack/tools/k8s-node-1.N)
+	hack/install-testenv.sh nodes node-releases
 
 packages: ## Only the Debian packages (protoc, make, ...), rustfmt and clippy: what the Rust build and make lint need
 	hack/install-testenv.sh --packages-only

@@ -19,7 +19,7 @@
 #     etcd, etcdctl and etcdutl of each hack/tools/etcd-3.N. Their versions are pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
 #
-# Usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes]
+# Usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes] [node-releases]
 #   all (default)    everything above: what `make test`, `make e2e`, `make dev` and the benchmarks run.
 #   nodes            besides all (or quickstart: `quickstart --nodes real`), what real nodes run
 #                    (systemd-nspawn machines booting with real cloud-init): systemd-container, cloud-init,
@@ -27,6 +27,10 @@
 #                    from Go modules the node components of the release in hack/tools/k8s (hack/tools/k8s-node:
 #                    kubelet, kube-controller-manager, kube-scheduler, kube-proxy and a pause program of ours)
 #                    and CoreDNS (hack/tools/coredns), at the versions kubeadm of that release deploys.
+#   node-releases    besides all and nodes, the node components of every other release (hack/tools/k8s-node-1.N:
+#                    kubelet, kube-controller-manager, kube-scheduler, kube-proxy) and the CoreDNS its kubeadm
+#                    deploys (hack/tools/coredns-1.N), for real nodes whose Machine runs that release (`make
+#                    e2e-real`'s upgrade chain); about 2 minutes each with a warm Go cache.
 #   quickstart       only what `make quickstart` runs: protoc, make, iproute2 and kubectl from Debian, and
 #                    from hack/tools kube-apiserver, kubeadm and sim-kubelet (k8s), etcd (etcd) and Cluster
 #                    API's core manager with its manifests, and clusterctl (capi; the manager has no version
@@ -86,6 +90,12 @@ RELEASE_K8S_SRCS=()
 RELEASE_ETCD_SRCS=()
 while read -r dir; do RELEASE_K8S_SRCS+=("$dir"); done < <(ls -d "$TOOLS_SRC"/k8s-1.* 2>/dev/null | sort -V)
 while read -r dir; do RELEASE_ETCD_SRCS+=("$dir"); done < <(ls -d "$TOOLS_SRC"/etcd-3.* 2>/dev/null | sort -V)
+# The node components of those releases (hack/tools/k8s-node-1.N) and the CoreDNS their kubeadm deploys
+# (hack/tools/coredns-1.N), for real nodes of them.
+RELEASE_K8S_NODE_SRCS=()
+RELEASE_COREDNS_SRCS=()
+while read -r dir; do RELEASE_K8S_NODE_SRCS+=("$dir"); done < <(ls -d "$TOOLS_SRC"/k8s-node-1.* 2>/dev/null | sort -V)
+while read -r dir; do RELEASE_COREDNS_SRCS+=("$dir"); done < <(ls -d "$TOOLS_SRC"/coredns-1.* 2>/dev/null | sort -V)
 COREDNS_SRC="$TOOLS_SRC/coredns"
 # Bump when the build recipe of hack/tools/k8s or hack/tools/etcd (flags, checks) changes: part of their hash.
 CURRENT_RECIPE="c2"
@@ -98,16 +108,19 @@ die() { printf '[install-testenv] error: %s\n' "$*" >&2; exit 1; }
 
 PACKAGES_ONLY=0
 MODE=all
-# `nodes` adds the real nodes' parts to either.
+# `nodes` adds the real nodes' parts to either; `node-releases` those of every release too.
 NODES=0
+NODE_RELEASES=0
 for arg in "$@"; do
   case "$arg" in
     --packages-only) PACKAGES_ONLY=1 ;;
     all | quickstart) MODE="$arg" ;;
     nodes) NODES=1 ;;
-    *) die "unknown argument '$arg'; usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes]" ;;
+    node-releases) NODES=1 NODE_RELEASES=1 ;;
+    *) die "unknown argument '$arg'; usage: hack/install-testenv.sh [--packages-only] [all|quickstart] [nodes] [node-releases]" ;;
   esac
 done
+[ "$MODE" = all ] || [ "$NODE_RELEASES" = 0 ] || die "node-releases goes with all (the other releases' kube-apiserver and kubeadm), not $MODE"
 if [ "$MODE" = quickstart ]; then
   APT_PACKAGES=("${QUICKSTART_PACKAGES[@]}")
 else
@@ -520,19 +533,30 @@ build_current_k8s_node() {
 }
 
 # CoreDNS (hack/tools/coredns) at the version kubeadm of the release in hack/tools/k8s-node deploys.
-build_current_coredns() {
-  local dir="$1" src="$COREDNS_SRC" version out kubeadm_wants
+build_current_coredns() { build_coredns_module "$1" "$COREDNS_SRC" "$K8S_NODE_SRC"; }
+
+# CoreDNS of another release (hack/tools/coredns-1.N, folder $2): the version kubeadm of hack/tools/k8s-1.N
+# deploys, into $1.
+build_release_coredns() { build_coredns_module "$1" "$2" "$TOOLS_SRC/k8s-${2##*/coredns-}"; }
+
+# CoreDNS of the github.com/coredns/coredns version required in the Go module $2 (its ./cmd/coredns, else
+# CoreDNS's own main through a `tool` line), which kubeadm of the k8s.io/kubernetes module $3 must deploy,
+# into $1.
+build_coredns_module() {
+  local dir="$1" src="$2" kubeadm_src="$3" version out kubeadm_wants pkg=./cmd/coredns
   version=$(required_version "$src" github.com/coredns/coredns)
   [[ "$version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "$src/go.mod: no github.com/coredns/coredns v1.N.P requirement (found '$version')"
-  use_machine_go "$(go_min_minor "$src")" hack/tools/coredns
-  # kubeadm's constants.CoreDNSVersion of the release the nodes run, read from the module it is built from.
-  kubeadm_wants=$(module_go "$K8S_NODE_SRC" list -m -f '{{.Dir}}' k8s.io/kubernetes 2>/dev/null \
+  [ -f "$kubeadm_src/go.mod" ] || die "${src#"$REPO_ROOT"/}: no ${kubeadm_src#"$REPO_ROOT"/} whose kubeadm deploys it"
+  use_machine_go "$(go_min_minor "$src")" "${src#"$REPO_ROOT"/}"
+  # kubeadm's constants.CoreDNSVersion of that release, read from the module it is built from.
+  kubeadm_wants=$(module_go "$kubeadm_src" list -m -f '{{.Dir}}' k8s.io/kubernetes 2>/dev/null \
     | xargs -I{} sed -nE 's/^\s*CoreDNSVersion = "(v[0-9.]+)"$/\1/p' {}/cmd/kubeadm/app/constants/constants.go) || true
   [ -z "$kubeadm_wants" ] || [ "$kubeadm_wants" = "$version" ] \
-    || die "hack/tools/coredns pins CoreDNS $version, but kubeadm of hack/tools/k8s-node deploys $kubeadm_wants: pin that one"
+    || die "${src#"$REPO_ROOT"/} pins CoreDNS $version, but kubeadm of ${kubeadm_src#"$REPO_ROOT"/} deploys $kubeadm_wants: pin that one"
   prepare_current "$src" "$dir" "CoreDNS $version" \
     "the real-node tests fail, naming the missing binary" "about 3 minutes on 2 cores" || return 0
-  go_build "$src" "$dir.tmp" coredns "-s -w"
+  [ -d "$src/cmd/coredns" ] || pkg=github.com/coredns/coredns
+  go_build "$src" "$dir.tmp" coredns "-s -w" "$pkg"
   out=$("$dir.tmp/bin/coredns" -version 2>&1 | head -1) || true
   [ "$out" = "CoreDNS-${version#v}" ] || { rm -rf "$dir.tmp"; die "the built coredns -version says '$out', not 'CoreDNS-${version#v}'"; }
   finish_current "$dir"
@@ -547,6 +571,19 @@ build_current_etcd() { build_etcd_module "$1" "$CURRENT_ETCD_SRC"; }
 
 # kube-apiserver and kubeadm of another release (hack/tools/k8s-1.N, folder $2) into $1.
 build_release_k8s() { build_k8s_module "$1" "$2" "${@:3}"; }
+
+# The node components of another release (hack/tools/k8s-node-1.N, folder $2), of the k8s.io/kubernetes
+# version hack/tools/k8s-1.N pins, into $1.
+build_release_k8s_node() {
+  local src="$2" release want have
+  release="$TOOLS_SRC/k8s-${src##*/k8s-node-}"
+  [ -f "$release/go.mod" ] || die "${src#"$REPO_ROOT"/} has no ${release#"$REPO_ROOT"/} beside it: a node runs the kube-apiserver and kubeadm of its kubelet's release"
+  want=$(required_version "$release" k8s.io/kubernetes)
+  have=$(required_version "$src" k8s.io/kubernetes)
+  [ "$have" = "$want" ] \
+    || die "${src#"$REPO_ROOT"/} requires k8s.io/kubernetes $have, ${release#"$REPO_ROOT"/} $want: a node runs the kubelet of the release its kubeadm and API server are; bump them together"
+  build_k8s_module "$1" "$src" "${@:3}"
+}
 
 # etcd, etcdctl and etcdutl of another release (hack/tools/etcd-3.N, folder $2) into $1.
 build_release_etcd() { build_etcd_module "$1" "$2"; }
@@ -775,7 +812,8 @@ ensure_current() {
   fi
 }
 
-# Builds, unless cached, the binaries $3... of the release module in $1 (hack/tools/k8s-1.N or etcd-3.N) with
+# Builds, unless cached, the binaries $3... of the release module in $1 (hack/tools/k8s-1.N, k8s-node-1.N,
+# coredns-1.N or etcd-3.N) with
 # the function $2 (given the build folder, the module and the binaries), as a job named after the module.
 ensure_release() {
   local src="$1" build="$2" dir bin missing=()
@@ -888,6 +926,12 @@ if [ "${SKIP_CURRENT:-0}" != 1 ]; then
     ensure_current "$K8S_NODE_SRC" k8s_node kubelet kube-controller-manager kube-scheduler kube-proxy pause
     ensure_current "$COREDNS_SRC" coredns coredns
   fi
+  if [ "$NODE_RELEASES" = 1 ]; then
+    for src in "${RELEASE_K8S_NODE_SRCS[@]}"; do
+      ensure_release "$src" build_release_k8s_node kubelet kube-controller-manager kube-scheduler kube-proxy
+    done
+    for src in "${RELEASE_COREDNS_SRCS[@]}"; do ensure_release "$src" build_release_coredns coredns; done
+  fi
 fi
 if [ "$MODE" = all ]; then
   if [ -x "$TOOLS_DIR/bin/ignition-check" ] && [ -x "$TOOLS_DIR/bin/go-template" ]; then
@@ -912,6 +956,7 @@ if [ "${#QUEUED_NAMES[@]}" -gt 0 ]; then
   if [ "$FRESH" = 1 ] && [ "$MODE" = all ]; then takes="; from nothing about 35 minutes on 2 cores"; fi
   # The node components: about 6.5 minutes more (958f83f).
   if [ "$FRESH" = 1 ] && [ "$NODES" = 1 ]; then takes="$takes, about 7 minutes more for the real nodes' components"; fi
+  if [ "$FRESH" = 1 ] && [ "$NODE_RELEASES" = 1 ]; then takes="$takes, about 4 minutes more for each other release's"; fi
   say "building ${QUEUED_NAMES[*]}, up to $MAX_JOBS at once (TESTENV_JOBS)$takes"
 fi
 run_jobs

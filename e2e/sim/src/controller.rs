@@ -401,8 +401,8 @@ struct State {
     fabric: Option<Arc<crate::netns::Fabric>>,
     /// Why there is no fabric, for clusters of real nodes, which need one.
     no_fabric: Option<String>,
-    /// What real nodes have installed, found at the first real node.
-    components: Option<Arc<NodeComponents>>,
+    /// The node images of real nodes, by Kubernetes version, once asked for.
+    components: HashMap<String, Arc<NodeComponents>>,
     /// By (namespace, SimCluster name).
     clusters: HashMap<Key, ClusterRuntime>,
     /// By (namespace, Machine name).
@@ -1528,29 +1528,29 @@ impl Controller {
                 unavailable(format!("real nodes need network namespaces: {why}"))
             })?
         };
-        let found = self.lock().components.clone();
+        // The node image of the Machine's release, as a cloud's image of that release: its kubeadm,
+        // kubelet and container images.
+        let wanted = machine.spec.version.clone().unwrap_or_default();
+        let found = self.lock().components.get(&wanted).cloned();
         let components = match found {
             Some(components) => components,
             None => {
-                let found = tokio::task::spawn_blocking(NodeComponents::current)
-                    .await
-                    .map_err(|e| unavailable(e.to_string()))?
-                    .map_err(|e| unavailable(e.to_string()))?;
+                let version = wanted.clone();
+                let found =
+                    tokio::task::spawn_blocking(move || NodeComponents::of_release(&version))
+                        .await
+                        .map_err(|e| unavailable(e.to_string()))?
+                        .map_err(|e| {
+                            (
+                                "MachineImageMismatch",
+                                format!("Machine {name} asks for Kubernetes {wanted:?}: {e}"),
+                            )
+                        })?;
                 let found = Arc::new(found);
-                self.lock().components = Some(found.clone());
+                self.lock().components.insert(wanted, found.clone());
                 found
             }
         };
-        let release = testenv::binaries::ToolModule::KubernetesNode.version();
-        let wanted = machine.spec.version.clone().unwrap_or_default();
-        if wanted.trim_start_matches('v') != release.trim_start_matches('v') {
-            return Err((
-                "MachineImageMismatch",
-                format!(
-                    "real nodes carry Kubernetes {release} (hack/tools/k8s-node); Machine {name} asks for {wanted:?}"
-                ),
-            ));
-        }
         let cidr = pods.ok_or_else(|| {
             (
                 "InvalidPodNetwork",

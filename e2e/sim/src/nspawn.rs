@@ -59,9 +59,29 @@ pub struct NodeComponents {
 }
 
 impl NodeComponents {
-    /// The release testenv builds (`hack/install-testenv.sh nodes`).
+    /// The current release testenv builds (`hack/install-testenv.sh nodes`).
     pub fn current() -> Result<Self, testenv::Error> {
-        let images = testenv::images::node_images()?;
+        Self::of_release(&testenv::binaries::ToolModule::KubernetesNode.version())
+    }
+
+    /// Kubernetes `version`, one of the releases built here to the patch
+    /// ([`testenv::binaries::kubernetes_releases`]; the others' node components come from
+    /// `hack/install-testenv.sh nodes node-releases`): its kubeadm and kubelet, and its images.
+    pub fn of_release(version: &str) -> Result<Self, testenv::Error> {
+        let releases = testenv::binaries::kubernetes_releases();
+        if !releases
+            .iter()
+            .any(|r| r.trim_start_matches('v') == version.trim_start_matches('v'))
+        {
+            return Err(testenv::Error::MissingBinary {
+                name: format!("Kubernetes {version} for real nodes"),
+                hint: format!(
+                    "real nodes carry the releases built here: {}",
+                    releases.join(", ")
+                ),
+            });
+        }
+        let images = testenv::images::node_images(version)?;
         let sandbox_image = images
             .iter()
             .find(|i| i.component() == "pause")
@@ -71,8 +91,8 @@ impl NodeComponents {
                 hint: "kubeadm config images list names none".into(),
             })?;
         Ok(Self {
-            kubeadm: testenv::binaries::kubeadm_current()?,
-            kubelet: testenv::binaries::node_component("kubelet")?,
+            kubeadm: testenv::binaries::kubernetes_binary("kubeadm", version)?,
+            kubelet: testenv::binaries::node_component_of("kubelet", version)?,
             images: testenv::images::tarballs(&images)?,
             sandbox_image,
         })
@@ -1211,7 +1231,8 @@ mod tests {
     /// The spec a real node's test cluster uses: what real nodes here need from kubeadm and nothing more,
     /// each with its reason. Preflight's SystemVerification fails on the cgroup v1 of this machine (a
     /// warning since kubeadm 1.31, kept for older releases). The kubelet uses the cgroupfs driver, as
-    /// containerd 1.6 here does (kubeadm configures systemd's), and evicts only when the disk is all but
+    /// containerd 1.6 here does (kubeadm configures systemd's), runs on cgroup v1 (refused from 1.35 unless
+    /// `failCgroupV1: false`), and evicts pods or removes unused images only when the disk is all but
     /// full: every node's file systems are this machine's one disk, whose share free (15 % is the
     /// kubelet's default threshold) says nothing about a node.
     const REAL_NODE_SPEC: &str = "
@@ -1231,6 +1252,9 @@ files:
 - path: /etc/kubernetes/patches/kubeletconfiguration0+strategic.yaml
   content: |
     cgroupDriver: cgroupfs
+    failCgroupV1: false
+    imageGCHighThresholdPercent: 100
+    imageGCLowThresholdPercent: 99
     evictionHard:
       memory.available: 100Mi
       nodefs.available: 1%

@@ -271,6 +271,115 @@ pub const ETCD_RELEASES: &[OtherRelease] = &[OtherRelease {
     ],
 }];
 
+/// The node components of the releases in [`KUBERNETES_RELEASES`] (`hack/tools/k8s-node-1.N`: kubelet,
+/// kube-controller-manager, kube-scheduler, kube-proxy), for real nodes whose Machine runs one of them;
+/// `hack/install-testenv.sh nodes node-releases` builds them.
+pub const KUBERNETES_NODE_RELEASES: &[OtherRelease] = &[
+    OtherRelease {
+        minor: 35,
+        dir: "hack/tools/k8s-node-1.35",
+        go_mod: include_str!("../../../hack/tools/k8s-node-1.35/go.mod"),
+        envs: &[
+            ("kubelet", "NODE_KUBELET_1_35"),
+            (
+                "kube-controller-manager",
+                "NODE_KUBE_CONTROLLER_MANAGER_1_35",
+            ),
+            ("kube-scheduler", "NODE_KUBE_SCHEDULER_1_35"),
+            ("kube-proxy", "NODE_KUBE_PROXY_1_35"),
+        ],
+    },
+    OtherRelease {
+        minor: 36,
+        dir: "hack/tools/k8s-node-1.36",
+        go_mod: include_str!("../../../hack/tools/k8s-node-1.36/go.mod"),
+        envs: &[
+            ("kubelet", "NODE_KUBELET_1_36"),
+            (
+                "kube-controller-manager",
+                "NODE_KUBE_CONTROLLER_MANAGER_1_36",
+            ),
+            ("kube-scheduler", "NODE_KUBE_SCHEDULER_1_36"),
+            ("kube-proxy", "NODE_KUBE_PROXY_1_36"),
+        ],
+    },
+    OtherRelease {
+        minor: 37,
+        dir: "hack/tools/k8s-node-1.37",
+        go_mod: include_str!("../../../hack/tools/k8s-node-1.37/go.mod"),
+        envs: &[
+            ("kubelet", "NODE_KUBELET_1_37"),
+            (
+                "kube-controller-manager",
+                "NODE_KUBE_CONTROLLER_MANAGER_1_37",
+            ),
+            ("kube-scheduler", "NODE_KUBE_SCHEDULER_1_37"),
+            ("kube-proxy", "NODE_KUBE_PROXY_1_37"),
+        ],
+    },
+];
+
+/// CoreDNS of the releases in [`KUBERNETES_RELEASES`] (`hack/tools/coredns-1.N`: the version kubeadm 1.N
+/// deploys), for real nodes of a cluster created at one of them; `hack/install-testenv.sh nodes
+/// node-releases` builds them.
+pub const COREDNS_RELEASES: &[OtherRelease] = &[
+    OtherRelease {
+        minor: 35,
+        dir: "hack/tools/coredns-1.35",
+        go_mod: include_str!("../../../hack/tools/coredns-1.35/go.mod"),
+        envs: &[("coredns", "NODE_COREDNS_1_35")],
+    },
+    OtherRelease {
+        minor: 36,
+        dir: "hack/tools/coredns-1.36",
+        go_mod: include_str!("../../../hack/tools/coredns-1.36/go.mod"),
+        envs: &[("coredns", "NODE_COREDNS_1_36")],
+    },
+    OtherRelease {
+        minor: 37,
+        dir: "hack/tools/coredns-1.37",
+        go_mod: include_str!("../../../hack/tools/coredns-1.37/go.mod"),
+        envs: &[("coredns", "NODE_COREDNS_1_37")],
+    },
+];
+
+/// The CoreDNS versions built here, by the Kubernetes release whose kubeadm deploys each, oldest first
+/// (`v1.12.1`, ...).
+pub fn coredns_releases() -> Vec<String> {
+    std::iter::once(ToolModule::Coredns.version())
+        .chain(
+            COREDNS_RELEASES
+                .iter()
+                .map(|r| ToolModule::CorednsRelease(r.minor).version()),
+        )
+        .collect()
+}
+
+/// CoreDNS `version` (`v1.14.6`, as its image tag says): the build of `hack/tools/coredns` when that
+/// module pins it, else of the `hack/tools/coredns-1.N` that does.
+pub fn coredns(version: &str) -> Result<PathBuf, Error> {
+    if version == ToolModule::Coredns.version() {
+        return node_component("coredns");
+    }
+    match COREDNS_RELEASES
+        .iter()
+        .find(|r| ToolModule::CorednsRelease(r.minor).version() == version)
+    {
+        Some(release) => release_tool(
+            "coredns",
+            release,
+            ToolModule::CorednsRelease(release.minor),
+        ),
+        None => Err(Error::MissingBinary {
+            name: format!("CoreDNS {version}"),
+            hint: format!(
+                "no hack/tools/coredns* module pins it (built here: {})",
+                coredns_releases().join(", ")
+            ),
+        }),
+    }
+}
+
 /// The Kubernetes releases nodes run here: the current one, then every other release built, oldest first.
 pub fn kubernetes_releases() -> Vec<String> {
     std::iter::once(ToolModule::Kubernetes.version())
@@ -304,6 +413,34 @@ pub fn kubernetes_binary(name: &'static str, version: &str) -> Result<PathBuf, E
             "kube-apiserver" => kube_apiserver_current(),
             other => panic!("{other} is not built per Kubernetes release"),
         },
+    }
+}
+
+/// A node component of real nodes (`kubelet`, `kube-controller-manager`, `kube-scheduler`, `kube-proxy`) of
+/// the Kubernetes release `version` (`v1.36.3`; the patch is not looked at): [`node_component`] for the
+/// current release, the build of `hack/tools/k8s-node-1.N` for another; an error for a minor not built here
+/// (a real node never runs another release's kubelet in its stead).
+pub fn node_component_of(name: &'static str, version: &str) -> Result<PathBuf, Error> {
+    let minor = minor_of(version);
+    if minor == minor_of(&ToolModule::KubernetesNode.version()) {
+        return node_component(name);
+    }
+    match KUBERNETES_NODE_RELEASES
+        .iter()
+        .find(|r| Some(r.minor) == minor)
+    {
+        Some(release) => release_tool(
+            name,
+            release,
+            ToolModule::KubernetesNodeRelease(release.minor),
+        ),
+        None => Err(Error::MissingBinary {
+            name: format!("{name} of Kubernetes {version}"),
+            hint: format!(
+                "real nodes run the releases {}; no hack/tools/k8s-node-1.N builds this one",
+                kubernetes_releases().join(", ")
+            ),
+        }),
     }
 }
 
@@ -459,6 +596,10 @@ pub enum ToolModule {
     KubernetesRelease(u32),
     /// `hack/tools/etcd-3.N` of [`ETCD_RELEASES`], by N.
     EtcdRelease(u32),
+    /// `hack/tools/k8s-node-1.N` of [`KUBERNETES_NODE_RELEASES`], by N.
+    KubernetesNodeRelease(u32),
+    /// `hack/tools/coredns-1.N` of [`COREDNS_RELEASES`], by N.
+    CorednsRelease(u32),
 }
 
 impl ToolModule {
@@ -494,6 +635,8 @@ impl ToolModule {
             ),
             Self::KubernetesRelease(minor) => other_release(KUBERNETES_RELEASES, minor),
             Self::EtcdRelease(minor) => other_release(ETCD_RELEASES, minor),
+            Self::KubernetesNodeRelease(minor) => other_release(KUBERNETES_NODE_RELEASES, minor),
+            Self::CorednsRelease(minor) => other_release(COREDNS_RELEASES, minor),
         }
     }
 
@@ -503,8 +646,9 @@ impl ToolModule {
             Self::Kubernetes
             | Self::KubeadmV1beta3
             | Self::KubernetesNode
-            | Self::KubernetesRelease(_) => "k8s.io/kubernetes",
-            Self::Coredns => "github.com/coredns/coredns",
+            | Self::KubernetesRelease(_)
+            | Self::KubernetesNodeRelease(_) => "k8s.io/kubernetes",
+            Self::Coredns | Self::CorednsRelease(_) => "github.com/coredns/coredns",
             Self::Etcd | Self::EtcdRelease(_) => "go.etcd.io/etcd/server/v3",
             Self::ClusterApi => "sigs.k8s.io/cluster-api",
             Self::Kustomize => "sigs.k8s.io/kustomize/kustomize/v5",
@@ -665,10 +809,12 @@ fn current_tool(name: &str, env: &'static str, module: ToolModule) -> Result<Pat
                 } else {
                     format!(" ({})", others.join(", "))
                 },
-                if matches!(module, ToolModule::KubernetesNode | ToolModule::Coredns) {
-                    " nodes"
-                } else {
-                    ""
+                match module {
+                    ToolModule::KubernetesNode | ToolModule::Coredns => " nodes",
+                    ToolModule::KubernetesNodeRelease(_) | ToolModule::CorednsRelease(_) => {
+                        " nodes node-releases"
+                    }
+                    _ => "",
                 }
             ),
         }),
@@ -791,6 +937,35 @@ mod tests {
                 release.dir
             );
         }
+        // A real node runs the kubelet of the release its kubeadm and kube-apiserver are, to the patch.
+        for node in KUBERNETES_NODE_RELEASES {
+            assert_eq!(
+                ToolModule::KubernetesNodeRelease(node.minor).version(),
+                ToolModule::KubernetesRelease(node.minor).version(),
+                "{} and hack/tools/k8s-1.{} pin different patches",
+                node.dir,
+                node.minor
+            );
+        }
+        assert_eq!(
+            KUBERNETES_NODE_RELEASES
+                .iter()
+                .map(|r| r.minor)
+                .collect::<Vec<_>>(),
+            KUBERNETES_RELEASES
+                .iter()
+                .map(|r| r.minor)
+                .collect::<Vec<_>>(),
+            "every release simulated nodes run has the node components of real nodes"
+        );
+        assert_eq!(
+            COREDNS_RELEASES.iter().map(|r| r.minor).collect::<Vec<_>>(),
+            KUBERNETES_RELEASES
+                .iter()
+                .map(|r| r.minor)
+                .collect::<Vec<_>>(),
+            "every release simulated nodes run has the CoreDNS its kubeadm deploys"
+        );
         let current_etcd = minor_of(&ToolModule::Etcd.version());
         for release in ETCD_RELEASES {
             let pinned = ToolModule::EtcdRelease(release.minor).version();

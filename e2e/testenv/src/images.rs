@@ -7,8 +7,10 @@
 //! An image is one uncompressed layer: the binaries (static Go builds) under `/usr/local/bin` (CoreDNS and
 //! pause at `/`, as their entrypoints), a `/tmp`, and for kube-proxy the packet filter programs it runs
 //! (`nft`, iptables through `xtables-nft-multi` and its extensions) with the shared libraries `ldd` names.
-//! The etcd image carries the etcd release testenv builds under the tag kubeadm asks for (kubeadm 1.34
-//! names `3.6.5-0`; the build is the newest 3.6 the proxy serves).
+//! Each image holds the build of the release its tag names: kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kube-proxy of that Kubernetes release, CoreDNS of that version, and for etcd the
+//! build of the minor kubeadm's tag names (kubeadm 1.34 names `3.6.5-0`, 1.37 `3.7.0-0`; the builds are
+//! the newest 3.6 and 3.7 the proxy serves).
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -336,43 +338,98 @@ pub fn kubeadm_image_list(kubeadm: &Path, version: &str) -> Result<Vec<String>, 
         .collect())
 }
 
-/// The images of [`kubeadm_image_list`] for the Kubernetes release testenv builds, each made of the
-/// binaries built for it; fails naming the binary that is missing, or an image no binary here makes.
-pub fn node_images() -> Result<Vec<Image>, Error> {
-    let version = binaries::ToolModule::KubernetesNode.version();
-    let kubeadm = binaries::kubeadm_current()?;
-    kubeadm_image_list(&kubeadm, &version)?
+/// The images a real node of the Kubernetes release `version` (`v1.36.3`) finds in its containerd, each made
+/// of the binaries built for it: what kubeadm of that release lists for it (the control-plane components,
+/// kube-proxy, CoreDNS, pause and etcd, under the tags it names), and the add-ons a cluster upgraded to
+/// this release still runs, as a registry would hold them: kube-proxy of the releases next to it (Cluster
+/// API upgrades one minor at a time, and the kube-proxy DaemonSet follows the control plane's version while
+/// older workers still run) and CoreDNS of every older release (its Deployment keeps the tag of the release
+/// the cluster was created at until `dns.imageTag` moves it). Those add-ons only where built (`hack/
+/// install-testenv.sh nodes node-releases`); fails naming any binary of the release's own list that is
+/// missing.
+pub fn node_images(version: &str) -> Result<Vec<Image>, Error> {
+    let kubeadm = binaries::kubernetes_binary("kubeadm", version)?;
+    let mut images = kubeadm_image_list(&kubeadm, version)?
         .iter()
         .map(|reference| image_for(reference))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let releases = binaries::kubernetes_releases();
+    let Some(own) = releases
+        .iter()
+        .position(|r| r.trim_start_matches('v') == version.trim_start_matches('v'))
+    else {
+        return Ok(images);
+    };
+    let repository_of = |component: &str| {
+        images
+            .iter()
+            .find(|i| i.component() == component)
+            .and_then(|i| i.reference.rsplit_once(':'))
+            .map(|(repository, _)| repository.to_owned())
+    };
+    let mut add_ons = Vec::new();
+    if let Some(kube_proxy) = repository_of("kube-proxy") {
+        for neighbour in [own.checked_sub(1), Some(own + 1)].into_iter().flatten() {
+            if let Some(release) = releases.get(neighbour) {
+                add_ons.push(format!("{kube_proxy}:{release}"));
+            }
+        }
+    }
+    if let Some(coredns) = repository_of("coredns") {
+        let tags = binaries::coredns_releases();
+        for tag in tags.iter().take(own) {
+            add_ons.push(format!("{coredns}:{tag}"));
+        }
+    }
+    for reference in add_ons {
+        if images.iter().any(|i| i.reference == reference) {
+            continue;
+        }
+        match image_for(&reference) {
+            Ok(image) => images.push(image),
+            // A node of the release that needs it cannot boot without that build either.
+            Err(Error::MissingBinary { name, .. }) => {
+                tracing::debug!(%name, "an add-on of another release is not built; not carried");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(images)
 }
 
-/// The image `reference` names, made of this machine's builds.
+/// The image `reference` names, made of this machine's builds of the release its tag names.
 fn image_for(reference: &str) -> Result<Image, Error> {
     let image = Image::new(reference);
+    let tag = image.tag().to_owned();
     let image = match image.component() {
         "kube-apiserver" => image.with_binary(
-            binaries::kube_apiserver_current()?,
+            binaries::kubernetes_binary("kube-apiserver", &tag)?,
             "/usr/local/bin/kube-apiserver",
         ),
         "kube-controller-manager" => image.with_binary(
-            binaries::node_component("kube-controller-manager")?,
+            binaries::node_component_of("kube-controller-manager", &tag)?,
             "/usr/local/bin/kube-controller-manager",
         ),
         "kube-scheduler" => image.with_binary(
-            binaries::node_component("kube-scheduler")?,
+            binaries::node_component_of("kube-scheduler", &tag)?,
             "/usr/local/bin/kube-scheduler",
         ),
         "kube-proxy" => with_packet_filters(image.with_binary(
-            binaries::node_component("kube-proxy")?,
+            binaries::node_component_of("kube-proxy", &tag)?,
             "/usr/local/bin/kube-proxy",
         ))?,
         "etcd" => image
-            .with_binary(binaries::etcd_current()?, "/usr/local/bin/etcd")
-            .with_binary(binaries::etcdctl_current()?, "/usr/local/bin/etcdctl")
-            .with_binary(binaries::etcdutl_current()?, "/usr/local/bin/etcdutl"),
+            .with_binary(binaries::etcd_binary("etcd", &tag)?, "/usr/local/bin/etcd")
+            .with_binary(
+                binaries::etcd_binary("etcdctl", &tag)?,
+                "/usr/local/bin/etcdctl",
+            )
+            .with_binary(
+                binaries::etcd_binary("etcdutl", &tag)?,
+                "/usr/local/bin/etcdutl",
+            ),
         "coredns" => {
-            let mut image = image.with_binary(binaries::node_component("coredns")?, "/coredns");
+            let mut image = image.with_binary(binaries::coredns(&tag)?, "/coredns");
             image.entrypoint = vec!["/coredns".into()];
             image
         }

@@ -32,6 +32,20 @@ async fn real_nodes_in_the_quickstart_shape() {
     real_cluster("realqs", 3, 2).await;
 }
 
+/// The upgrade chain of [`crate::upgrade`] on real nodes: a 3 + 2 cluster created at the oldest release
+/// built here and upgraded one minor at a time to the newest, each node booting the kubelet, kubeadm and
+/// images of its Machine's release; etcd moves to 3.7 with 1.37 (`make e2e-real`, which builds the other
+/// releases' node components; about 25 minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "minutes of real nodes; run by `make e2e-real`"]
+async fn real_nodes_upgrade_one_minor_at_a_time() {
+    sim::nspawn::clean_up_after_dead_processes();
+    let sysctls_before = sim::nspawn::machine_sysctls_without_nodes();
+    let pid = std::process::id();
+    let dir = crate::upgrade::upgrade_chain(crate::upgrade::Nodes::Real).await;
+    left_nothing_behind(pid, &dir, &sysctls_before);
+}
+
 async fn real_cluster(name: &str, control_planes: i32, workers: usize) {
     sim::nspawn::clean_up_after_dead_processes();
     let sysctls_before = sim::nspawn::machine_sysctls_without_nodes();
@@ -300,7 +314,7 @@ async fn wait_workers(env: &Env, cluster: &str, workers: usize) {
 
 /// Every kube-system pod runs: the control plane's static pods on each control-plane node, kube-proxy on
 /// every node, CoreDNS's two replicas.
-async fn wait_system_pods(workload: &kube::Client, control_planes: usize, nodes: usize) {
+pub(crate) async fn wait_system_pods(workload: &kube::Client, control_planes: usize, nodes: usize) {
     let pods = Api::<Pod>::namespaced(workload.clone(), "kube-system");
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -356,12 +370,13 @@ fn phases(pods: &[Pod]) -> Vec<String> {
 /// workers' pod networks.
 async fn a_pod_reaches_a_service_by_name(workload: &kube::Client, workers: &[String]) {
     assert!(workers.len() >= 2, "two workers: {workers:?}");
-    let image = testenv::images::node_images()
-        .unwrap()
-        .into_iter()
-        .find(|i| i.component() == "etcd")
-        .expect("kubeadm lists an etcd image")
-        .reference;
+    let image =
+        testenv::images::node_images(&testenv::binaries::ToolModule::KubernetesNode.version())
+            .unwrap()
+            .into_iter()
+            .find(|i| i.component() == "etcd")
+            .expect("kubeadm lists an etcd image")
+            .reference;
     let pods = Api::<Pod>::namespaced(workload.clone(), "default");
     let server: Pod = serde_json::from_value(serde_json::json!({
         "metadata": { "name": "store", "labels": { "app": "store" } },

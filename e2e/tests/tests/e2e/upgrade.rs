@@ -2,17 +2,19 @@
 //! Machine's release: each new control-plane machine runs the kubeadm of its version, and the
 //! kube-apiserver and etcd its manifests name (etcd 3.6 up to 1.36, 3.7 from 1.37), beside the older
 //! machines it replaces. Bumping `KUBERNETES_VERSION` and re-applying the template is the whole user
-//! action (the KubeadmControlPlane and the MachineDeployment both carry it).
+//! action (the KubeadmControlPlane and the MachineDeployment both carry it). The same chain runs on real
+//! nodes in `make e2e-real` ([`crate::real_nodes`]): each node then boots the kubelet, kubeadm and images of
+//! its Machine's release.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use e2e_tests::Env;
-use e2e_tests::env::NS;
+use e2e_tests::env::{NS, REAL_NODES_TEMPLATE, render_template};
 use e2e_tests::etcd_watch::EtcdWatch;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Machine, MachineDeployment};
 use testenv::binaries::ToolModule;
@@ -21,9 +23,45 @@ use crate::scenarios::{
     SAMPLE_EVERY, assert_membership_was_safe, step_timeout, stop_and_check_nothing_is_left, vars,
 };
 
-const CLUSTER: &str = "chain";
-const KCP: &str = "chain-control-plane";
 const WORKERS: usize = 2;
+
+/// The machines the chain runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Nodes {
+    /// Simulated nodes (`templates/cluster-template-sim.yaml`).
+    Simulated,
+    /// systemd-nspawn nodes with real cloud-init, kubelet and containerd
+    /// (`templates/cluster-template-sim-real.yaml`).
+    Real,
+}
+
+impl Nodes {
+    fn cluster(self) -> &'static str {
+        match self {
+            Self::Simulated => "chain",
+            Self::Real => "rchain",
+        }
+    }
+
+    async fn apply(self, env: &Env, settings: &BTreeMap<&str, String>) {
+        match self {
+            Self::Simulated => env.apply_template(settings).await,
+            Self::Real => {
+                env.apply(&render_template(REAL_NODES_TEMPLATE, settings))
+                    .await
+            }
+        }
+    }
+
+    /// How long one upgrade may take: 3 control-plane and 2 worker machines replaced one at a time.
+    fn upgrade_timeout(self) -> Duration {
+        match self {
+            Self::Simulated => step_timeout() * 3,
+            // A real control-plane join takes about a minute to its Node Ready (make bench-real).
+            Self::Real => Duration::from_secs(1200),
+        }
+    }
+}
 
 fn is_control_plane(machine: &Machine) -> bool {
     machine
@@ -43,11 +81,16 @@ fn settled_at(machine: &Machine, version: &str) -> bool {
 
 /// Waits until every machine runs `version` (3 control-plane machines, [`WORKERS`] workers); returns the
 /// names of every control-plane machine seen meanwhile.
-async fn wait_upgraded(env: &Env, version: &str, timeout: Duration) -> BTreeSet<String> {
+async fn wait_upgraded(
+    env: &Env,
+    cluster: &str,
+    version: &str,
+    timeout: Duration,
+) -> BTreeSet<String> {
     let deadline = Instant::now() + timeout;
     let mut seen = BTreeSet::new();
     loop {
-        let machines = env.machines(CLUSTER).await;
+        let machines = env.machines(cluster).await;
         seen.extend(
             machines
                 .iter()
@@ -57,7 +100,7 @@ async fn wait_upgraded(env: &Env, version: &str, timeout: Duration) -> BTreeSet<
         let (control_planes, workers): (Vec<&Machine>, Vec<&Machine>) =
             machines.iter().partition(|m| is_control_plane(m));
         let md = Api::<MachineDeployment>::namespaced(env.client.clone(), NS)
-            .get(&format!("{CLUSTER}-md-0"))
+            .get(&format!("{cluster}-md-0"))
             .await
             .unwrap();
         let md_done = md.status.as_ref().and_then(|s| s.up_to_date_replicas)
@@ -122,23 +165,33 @@ async fn wait_etcd_versions(watch: &EtcdWatch, want: &str) -> Vec<(String, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_upgrades_one_minor_at_a_time_on_the_releases_its_machines_run() {
+    upgrade_chain(Nodes::Simulated).await;
+}
+
+/// Creates a 3 + [`WORKERS`] cluster at the oldest release built here and upgrades it one minor at a time
+/// to the newest, with the etcd watch and the workload API probed throughout; on real nodes every Node's
+/// kubelet runs the release and every kube-system pod runs after each step. Returns the environment's
+/// folder once the environment is stopped and its processes are gone.
+pub(crate) async fn upgrade_chain(nodes: Nodes) -> std::path::PathBuf {
+    let cluster = nodes.cluster();
+    let kcp = format!("{cluster}-control-plane");
     let started = Instant::now();
     let chain = testenv::binaries::kubernetes_releases();
     assert!(chain.len() >= 2, "no release to upgrade to: {chain:?}");
     let env = Env::start(&[]).await;
-    let mut settings = vars(CLUSTER, 3, WORKERS as u32);
+    let mut settings = vars(cluster, 3, WORKERS as u32);
     settings.insert("KUBERNETES_VERSION", chain[0].clone());
-    env.apply_template(&settings).await;
+    nodes.apply(&env, &settings).await;
     let watch = EtcdWatch::start(
         env.client.clone(),
         NS,
-        CLUSTER,
+        cluster,
         env.sim.view(),
         SAMPLE_EVERY,
     );
-    env.wait_control_plane(KCP, 3, step_timeout(), "create 3")
+    env.wait_control_plane(&kcp, 3, nodes.upgrade_timeout(), "create 3")
         .await;
-    let mut control_planes = wait_upgraded(&env, &chain[0], step_timeout()).await;
+    let mut control_planes = wait_upgraded(&env, cluster, &chain[0], nodes.upgrade_timeout()).await;
     watch
         .wait_voters(
             control_planes.iter().cloned().collect(),
@@ -154,20 +207,23 @@ async fn a_cluster_upgrades_one_minor_at_a_time_on_the_releases_its_machines_run
         started.elapsed()
     );
 
-    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, CLUSTER)
+    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, cluster)
         .await
         .unwrap();
+    if nodes == Nodes::Real {
+        real_nodes_run(&workload, &chain[0]).await;
+    }
     let probe = e2e_tests::api_probe::ApiProbe::start(workload.clone(), SAMPLE_EVERY);
     for version in &chain[1..] {
         let step = Instant::now();
         let before = control_planes.clone();
         settings.insert("KUBERNETES_VERSION", version.clone());
-        env.apply_template(&settings).await;
-        let seen = wait_upgraded(&env, version, step_timeout() * 3).await;
-        env.wait_control_plane(KCP, 3, step_timeout(), version)
+        nodes.apply(&env, &settings).await;
+        let seen = wait_upgraded(&env, cluster, version, nodes.upgrade_timeout()).await;
+        env.wait_control_plane(&kcp, 3, step_timeout(), version)
             .await;
         control_planes = env
-            .machines(CLUSTER)
+            .machines(cluster)
             .await
             .iter()
             .filter(|m| is_control_plane(m))
@@ -221,6 +277,9 @@ async fn a_cluster_upgrades_one_minor_at_a_time_on_the_releases_its_machines_run
             image.ends_with(&format!("/kube-proxy:{version}")),
             "{version}: kube-proxy runs {image}"
         );
+        if nodes == Nodes::Real {
+            real_nodes_run(&workload, version).await;
+        }
         pids.extend(env.pids());
         println!(
             "upgrade to {version}: {:.1?} (control plane {:?}, etcd {etcd:?})",
@@ -232,7 +291,7 @@ async fn a_cluster_upgrades_one_minor_at_a_time_on_the_releases_its_machines_run
     // Nothing rolls once the last release is reached.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let after: BTreeSet<String> = env
-        .machines(CLUSTER)
+        .machines(cluster)
         .await
         .iter()
         .filter(|m| is_control_plane(m) && m.meta().deletion_timestamp.is_none())
@@ -254,10 +313,45 @@ async fn a_cluster_upgrades_one_minor_at_a_time_on_the_releases_its_machines_run
     );
     drop(probe);
     drop(watch);
+    drop(workload);
+    let dir = env.plane.dir().to_owned();
     stop_and_check_nothing_is_left(env, pids).await;
     println!(
-        "scenario upgrade chain {}: {:.1?} wall time, {samples} membership samples",
+        "scenario upgrade chain {} on {nodes:?} nodes: {:.1?} wall time, {samples} membership samples",
         chain.join(" → "),
         started.elapsed()
     );
+    dir
+}
+
+/// On real nodes after a step: every Node's kubelet is `version`'s, and every kube-system pod runs.
+async fn real_nodes_run(workload: &kube::Client, version: &str) {
+    let all = 3 + WORKERS;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let kubelets: Vec<(String, String)> = Api::<Node>::all(workload.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|n| {
+                let info = n.status.as_ref().and_then(|s| s.node_info.as_ref());
+                (
+                    n.name_any(),
+                    info.map(|i| i.kubelet_version.clone()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        // The Nodes of deleted machines go with them (Cluster API deletes them after the drain).
+        if kubelets.len() == all && kubelets.iter().all(|(_, v)| v == version) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{version}: Nodes and their kubelets: {kubelets:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    crate::real_nodes::wait_system_pods(workload, 3, all).await;
 }
