@@ -53,9 +53,10 @@ pub struct Fabric {
 
 impl Fabric {
     /// Creates the bridge of a free /24 (picked at random so that simulators side by side do not meet),
-    /// after removing namespaces a killed simulator left behind.
+    /// after removing the namespaces and bridges a killed simulator left behind.
     pub fn create() -> Result<Self, NetnsError> {
         remove_orphaned_namespaces();
+        remove_orphaned_bridges();
         use std::hash::{BuildHasher, RandomState};
         let start = RandomState::new().hash_one(std::process::id()) as u32 % SUBNETS;
         let mut last = None;
@@ -71,7 +72,10 @@ impl Fabric {
                 next: AtomicU32::new(0),
             };
             match fabric.set_up() {
-                Ok(()) => return Ok(fabric),
+                Ok(()) => {
+                    record_bridge(&fabric.bridge);
+                    return Ok(fabric);
+                }
                 // Another simulator took it between the check and the creation: try the next one.
                 Err(e) => last = Some(e),
             }
@@ -149,6 +153,7 @@ impl Fabric {
 impl Drop for Fabric {
     fn drop(&mut self) {
         let _ = ip(&["link", "del", &self.bridge]);
+        let _ = std::fs::remove_file(bridge_record(std::process::id(), &self.bridge));
     }
 }
 
@@ -232,6 +237,50 @@ fn remove_orphaned_namespaces() {
     }
 }
 
+/// Where a process records each bridge it created (`<pid>-<bridge>`): a bridge belongs to no namespace and
+/// outlives a killed simulator, and its name does not say whose it is.
+fn bridge_records() -> std::path::PathBuf {
+    testenv::binaries::cache_root().join("fabrics")
+}
+
+fn bridge_record(pid: u32, bridge: &str) -> std::path::PathBuf {
+    bridge_records().join(format!("{pid}-{bridge}"))
+}
+
+fn record_bridge(bridge: &str) {
+    let written = std::fs::create_dir_all(bridge_records())
+        .and_then(|()| std::fs::write(bridge_record(std::process::id(), bridge), ""));
+    if let Err(e) = written {
+        tracing::warn!(bridge, error = %e, "could not record the bridge");
+    }
+}
+
+/// Removes the bridges that processes no longer running recorded (their namespaces, and with them the
+/// veths on the bridge, are gone already: [`remove_orphaned_namespaces`]).
+fn remove_orphaned_bridges() {
+    for entry in std::fs::read_dir(bridge_records())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some((pid, bridge)) = file
+            .split_once('-')
+            .and_then(|(pid, bridge)| Some((pid.parse::<u32>().ok()?, bridge.to_owned())))
+        else {
+            continue;
+        };
+        if testenv::process::pid_alive(pid) {
+            continue;
+        }
+        if Path::new("/sys/class/net").join(&bridge).exists() {
+            tracing::warn!(%bridge, pid, "removing a bridge a dead process left");
+            let _ = ip(&["link", "del", &bridge]);
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,8 +346,45 @@ mod tests {
         let (_, peer) = listener.accept().unwrap();
         assert_eq!(peer.ip(), a.ip());
         let (name, bridge) = (a.name.clone(), fabric.bridge.clone());
+        let record = bridge_record(std::process::id(), &bridge);
+        assert!(record.exists(), "the bridge is recorded as this process's");
         drop((a, b, fabric));
         assert!(!Path::new("/run/netns").join(name).exists());
         assert!(!Path::new("/sys/class/net").join(bridge).exists());
+        assert!(!record.exists(), "the record outlives the bridge");
+    }
+
+    /// A bridge recorded by a process that is gone is removed by the next fabric, as a killed simulator's
+    /// namespaces are; a live process's stays.
+    #[test]
+    fn a_dead_process_s_bridge_is_removed_by_the_next_fabric() {
+        if !available() {
+            testenv::missing(
+                "network namespaces",
+                "`ip netns add` failed: not root, or no iproute2",
+            );
+            return;
+        }
+        // A process that ran and ended: its PID is not alive (unless reused at once, which the
+        // assertion below would show).
+        let dead = std::process::Command::new("true")
+            .spawn()
+            .and_then(|mut c| c.wait().map(|_| c.id()))
+            .unwrap();
+        let leaked = format!("{PREFIX}t{}", dead % 100_000);
+        ip(&["link", "add", &leaked, "type", "bridge"]).unwrap();
+        std::fs::create_dir_all(bridge_records()).unwrap();
+        std::fs::write(bridge_record(dead, &leaked), "").unwrap();
+        let fabric = Fabric::create().unwrap();
+        let gone = !Path::new("/sys/class/net").join(&leaked).exists();
+        if !gone {
+            let _ = ip(&["link", "del", &leaked]);
+        }
+        assert!(
+            gone,
+            "the bridge {leaked} of the dead process {dead} is still there"
+        );
+        assert!(!bridge_record(dead, &leaked).exists());
+        assert!(Path::new("/sys/class/net").join(&fabric.bridge).exists());
     }
 }
