@@ -2134,9 +2134,10 @@ struct Observed {
 }
 
 /// Ends a machine's VM, deleted or dead: a booting one's boot is cancelled, a running node is powered
-/// off (off the control loop: reaping waits for the processes to exit). A graceful stop would hold the
-/// leaving kube-apiserver, whose etcd member is already gone, for its whole SIGTERM grace while the
-/// load balancer's connections to it hang; no cloud waits for that.
+/// off (off the control loop: reaping waits for the processes to exit), a real node's disk deleted with
+/// it (each holds about a gigabyte; a rollout chain would otherwise fill this machine's disk). A graceful
+/// stop would hold the leaving kube-apiserver, whose etcd member is already gone, for its whole SIGTERM
+/// grace while the load balancer's connections to it hang; no cloud waits for that.
 fn stop_runtime(runtime: Option<MachineRuntime>) {
     match runtime {
         Some(MachineRuntime::Booting { task, .. }) => task.abort(),
@@ -2144,7 +2145,7 @@ fn stop_runtime(runtime: Option<MachineRuntime>) {
             tokio::task::spawn_blocking(move || node.power_off());
         }
         Some(MachineRuntime::Real(node)) => {
-            tokio::task::spawn_blocking(move || node.power_off());
+            tokio::task::spawn_blocking(move || node.delete());
         }
         _ => {}
     }

@@ -176,6 +176,12 @@ impl RealNode {
     pub fn power_off(mut self) {
         self.node.power_off();
     }
+
+    /// Deletes the machine's VM: powered off, and its disk deleted with it.
+    pub fn delete(mut self) {
+        self.node.power_off();
+        self.node.delete_disk();
+    }
 }
 
 /// The `index`th /24 of the cluster's pod network `cidr` (IPv4, a prefix of /8 to /23): each node's
