@@ -32,12 +32,16 @@
 #                    deploys (hack/tools/coredns-1.N), for real nodes whose Machine runs that release (`make
 #                    e2e-real`'s upgrade chain); about 2 minutes each with a warm Go cache.
 #   quickstart       only what `make quickstart` runs: protoc, make, iproute2 and kubectl from Debian, and
-#                    from hack/tools kube-apiserver, kubeadm and sim-kubelet (k8s), etcd (etcd) and Cluster
-#                    API's core manager with its manifests, and clusterctl (capi; the manager has no version
-#                    flag, so testenv asks the clusterctl beside it which release it is). Not the kubernetes
-#                    1.20 fallback, Debian's etcd, cloud-init, ignition-check, go-template, kubeadm-v1beta3,
-#                    kustomize, the other releases nor Cluster API's kubeadm managers: the quickstart runs none of them, and they are half of the
-#                    build. A module the proxy does not serve is an error here, since no fallback is built.
+#                    from hack/tools the newest release, which the management plane and the simulated machines
+#                    run (kube-apiserver and kubeadm of the last k8s-1.N, etcd of the last etcd-3.N),
+#                    sim-kubelet (k8s), and Cluster API's core manager with its manifests, and clusterctl
+#                    (capi; the manager has no version flag, so testenv asks the clusterctl beside it which
+#                    release it is); with `nodes`, also what real nodes run at the release of hack/tools/k8s
+#                    (its kube-apiserver and kubeadm, etcd). Not the kubernetes 1.20 fallback, Debian's etcd,
+#                    cloud-init, ignition-check, go-template, kubeadm-v1beta3, kustomize, the other releases
+#                    nor Cluster API's kubeadm managers: the quickstart runs none of them, and they are half
+#                    of the build. A module the proxy does not serve is an error here, since no fallback is
+#                    built.
 #   --packages-only  only the Debian packages of that set and rustfmt and clippy: what the Rust build and
 #                    `make lint` need, so that the cargo build can start next to the Go builds.
 # The builds run as jobs (their lines prefixed with the job's name), side by side where there are cores
@@ -486,6 +490,7 @@ build_k8s_module() {
   # of dd6df46, under load.
   local takes="about 4 minutes on 2 cores"
   [ "$*" = kubeadm-v1beta3 ] && takes="about 3 minutes on 2 cores"
+  [ "$*" = sim-kubelet ] && takes="a small part of the module"
   [ "$src" = "$K8S_NODE_SRC" ] && takes="about 4 minutes on 2 cores after hack/tools/k8s"
   prepare_current "$src" "$dir" "kubernetes $* $version" "the fallback $KUBE_VERSION in $KUBE_DIR/bin stays" "$takes" \
     || return 0
@@ -520,7 +525,9 @@ build_k8s_module() {
 
 # kube-apiserver and kubeadm of the current release (hack/tools/k8s), and sim-kubelet, the kubelet's
 # port-forward endpoint for simulated nodes (hack/tools/k8s/cmd/sim-kubelet).
-build_current_k8s() { build_k8s_module "$1" "$CURRENT_K8S_SRC" kube-apiserver kubeadm sim-kubelet; }
+# kube-apiserver, kubeadm and sim-kubelet of hack/tools/k8s, or those of them named after $1 (the quickstart
+# builds sim-kubelet alone).
+build_current_k8s() { build_k8s_module "$1" "$CURRENT_K8S_SRC" "${@:2}"; }
 
 # The node components of real nodes (hack/tools/k8s-node), of the k8s.io/kubernetes version hack/tools/k8s pins.
 build_current_k8s_node() {
@@ -903,7 +910,13 @@ else
     ( use_machine_go "$(go_min_minor "$CAPI_SRC")" hack/tools/capi && copy_capi_config "$capi_dir" )
   fi
   ensure_current "$CAPI_SRC" capi "${capi_bins[@]}"
-  ensure_current "$CURRENT_K8S_SRC" k8s kube-apiserver kubeadm sim-kubelet
+  if [ "$MODE" = quickstart ] && [ "$NODES" = 0 ]; then
+    # The quickstart's management plane and simulated machines run the newest release (below); of this
+    # one only the simulated kubelet's port-forward endpoint.
+    ensure_current "$CURRENT_K8S_SRC" k8s sim-kubelet
+  else
+    ensure_current "$CURRENT_K8S_SRC" k8s kube-apiserver kubeadm sim-kubelet
+  fi
 fi
 if [ "$MODE" = all ]; then
   if [ -x "$KUBE_DIR/bin/kube-apiserver" ] && [ -x "$KUBE_DIR/bin/kubeadm" ]; then
@@ -916,11 +929,15 @@ if [ "$MODE" = all ]; then
 fi
 if [ "${SKIP_CURRENT:-0}" != 1 ]; then
   [ "$MODE" = all ] && ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
-  ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
+  [ "$MODE" = all ] || [ "$NODES" = 1 ] && ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
   [ "$MODE" = all ] && ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
   if [ "$MODE" = all ]; then
     for src in "${RELEASE_ETCD_SRCS[@]}"; do ensure_release "$src" build_release_etcd etcd etcdctl etcdutl; done
     for src in "${RELEASE_K8S_SRCS[@]}"; do ensure_release "$src" build_release_k8s kube-apiserver kubeadm; done
+  else
+    # The newest release, which the management plane runs by default (testenv::binaries::management).
+    ensure_release "${RELEASE_ETCD_SRCS[-1]}" build_release_etcd etcd etcdctl etcdutl
+    ensure_release "${RELEASE_K8S_SRCS[-1]}" build_release_k8s kube-apiserver kubeadm
   fi
   if [ "$NODES" = 1 ]; then
     ensure_current "$K8S_NODE_SRC" k8s_node kubelet kube-controller-manager kube-scheduler kube-proxy pause

@@ -229,16 +229,17 @@ impl Drop for Node {
     }
 }
 
-/// Real kubeadm reads the node's configuration first, as the node's own kubeadm would: the current release
-/// a v1beta4 configuration, kubeadm 1.30 a v1beta3 one (see `testenv::kubeadm`). A configuration it
-/// refuses stops the boot. On the fallback management plane (kubeadm 1.20, which reads neither) nothing
-/// is checked.
-fn check_with_real_kubeadm(config: &str) -> Result<(), BootError> {
+/// Real kubeadm reads the node's configuration first, as the node's own kubeadm would: the Machine's
+/// release (the current one where it names none or one not built here) a v1beta4 configuration, kubeadm
+/// 1.30 a v1beta3 one (see `testenv::kubeadm`). A configuration it refuses stops the boot. On the fallback
+/// management plane (kubeadm 1.20, which reads neither) nothing is checked.
+fn check_with_real_kubeadm(config: &str, version: Option<&str>) -> Result<(), BootError> {
     let legacy = testenv::binaries::management().map_or(true, |b| b.legacy);
     if legacy {
         return Ok(());
     }
-    testenv::kubeadm::validate_config(config).map_err(BootError::KubeadmRefused)
+    testenv::kubeadm::validate_config_for_machine(config, version)
+        .map_err(BootError::KubeadmRefused)
 }
 
 /// Boots the node described by `plan`. Cancelling the future stops whatever it started.
@@ -246,7 +247,7 @@ pub async fn boot(req: &BootRequest, plan: &BootPlan) -> Result<Node, BootError>
     let rootfs = req.dir.join("rootfs");
     write_files(&rootfs, &plan.files)?;
     let config_path = plan.kubeadm.config_path().to_owned();
-    check_with_real_kubeadm(plan.kubeadm_config()?)?;
+    check_with_real_kubeadm(plan.kubeadm_config()?, req.version.as_deref())?;
     let docs = kubeadm_config::documents(&config_path, plan.kubeadm_config()?)?;
     let init = matches!(plan.kubeadm, KubeadmCommand::Init { .. });
     let facts = kubeadm_config::node_facts(&config_path, &docs, init)?;
@@ -1306,12 +1307,19 @@ mod tests {
         let valid = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n\
                      discovery:\n  bootstrapToken:\n    token: abcdef.0123456789abcdef\n\
                      \x20   apiServerEndpoint: 127.0.0.1:6443\n    unsafeSkipCAVerification: true\n";
-        // v1beta4 goes to the current kubeadm, v1beta3 (Kubernetes < 1.31) to kubeadm 1.30.
-        for valid in [valid.to_owned(), valid.replace("v1beta4", "v1beta3")] {
-            check_with_real_kubeadm(&valid).unwrap();
-            let refused = check_with_real_kubeadm(&valid.replace("abcdef.", "not-a-token."))
-                .unwrap_err()
-                .to_string();
+        // v1beta4 goes to the Machine's kubeadm (the current one for a Machine that names none), v1beta3
+        // (Kubernetes < 1.31) to kubeadm 1.30.
+        let newest = testenv::binaries::newest_kubernetes();
+        for (valid, version) in [
+            (valid.to_owned(), None),
+            (valid.to_owned(), Some(newest.as_str())),
+            (valid.replace("v1beta4", "v1beta3"), Some("v1.30.14")),
+        ] {
+            check_with_real_kubeadm(&valid, version).unwrap();
+            let refused =
+                check_with_real_kubeadm(&valid.replace("abcdef.", "not-a-token."), version)
+                    .unwrap_err()
+                    .to_string();
             assert!(
                 refused.starts_with("kubeadm refuses the configuration:")
                     && refused.contains("not-a-token"),

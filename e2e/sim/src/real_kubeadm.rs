@@ -55,7 +55,7 @@ pub fn fabric() -> Result<Fabric, String> {
     if binaries.legacy {
         return Err("the management plane runs the fallback releases; kubeadm 1.20 reads no v1beta3/v1beta4".into());
     }
-    testenv::binaries::kubeadm_current().map_err(|e| e.to_string())?;
+    binaries.kubeadm().map_err(|e| e.to_string())?;
     Fabric::create().map_err(|e| e.to_string())
 }
 

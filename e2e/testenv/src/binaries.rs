@@ -535,42 +535,139 @@ impl EtcdRelease {
 pub struct ManagementBinaries {
     pub kube_apiserver: PathBuf,
     pub etcd: PathBuf,
+    /// The releases they are.
+    pub release: ManagementRelease,
     /// Kubernetes 1.20 takes `--insecure-port=0`; the flag is gone from current releases.
     pub legacy: bool,
 }
 
-/// The current releases ([`kube_apiserver_current`] on [`etcd_current`]) where both are built, else
-/// the fallback ([`kube_apiserver`] 1.20 on Debian's [`etcd`]). `TESTENV_MANAGEMENT=legacy` picks the
-/// fallback on purpose, e.g. to compare. In CI (`CI=true`) the current releases must be there: a missing
-/// build is an error, never a quiet fall back to the old end of the matrix.
-pub fn management() -> Result<ManagementBinaries, Error> {
-    let legacy_wanted = std::env::var("TESTENV_MANAGEMENT").is_ok_and(|v| v == "legacy");
-    if !legacy_wanted {
-        match (kube_apiserver_current(), etcd_current()) {
-            (Ok(kube_apiserver), Ok(etcd)) => {
-                return Ok(ManagementBinaries {
-                    kube_apiserver,
-                    etcd,
-                    legacy: false,
-                });
-            }
-            (Err(e), _) | (_, Err(e)) if crate::in_ci() => {
-                return Err(Error::MissingBinary {
-                    name: "the current releases".into(),
-                    hint: format!(
-                        "CI=true needs them, not the fallback (set TESTENV_MANAGEMENT=legacy to ask for \
-                         that): {e}"
-                    ),
-                });
-            }
-            _ => {}
+impl ManagementBinaries {
+    /// kubeadm of the management plane's Kubernetes release: what tells whether nodes can run real kubeadm.
+    pub fn kubeadm(&self) -> Result<PathBuf, Error> {
+        match self.release {
+            ManagementRelease::Legacy => kubeadm(),
+            ManagementRelease::Current => kubeadm_current(),
+            ManagementRelease::Newest => kubernetes_binary("kubeadm", &newest_kubernetes()),
         }
     }
-    Ok(ManagementBinaries {
-        kube_apiserver: kube_apiserver()?,
-        etcd: etcd()?,
-        legacy: true,
-    })
+}
+
+/// The releases a management plane runs, as `$TESTENV_MANAGEMENT` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManagementRelease {
+    /// The newest release built here, the default: kube-apiserver of the last of [`KUBERNETES_RELEASES`]
+    /// (1.37) on etcd of the last of [`ETCD_RELEASES`] (3.7), what Kubernetes 1.37 deploys.
+    Newest,
+    /// The release of `hack/tools/k8s` on `hack/tools/etcd` (1.34 on 3.6), the other end of the matrix of
+    /// releases a management cluster runs; what workload machines run unless their Machine names another.
+    Current,
+    /// kube-apiserver 1.20 built from Debian's source package on Debian's etcd 3.4: the fallback.
+    Legacy,
+}
+
+impl ManagementRelease {
+    /// `$TESTENV_MANAGEMENT`: unset for [`ManagementRelease::Newest`], else the Kubernetes minor (`1.37`,
+    /// `1.34`) or `legacy`.
+    pub fn from_env() -> Result<Option<Self>, Error> {
+        let Ok(asked) = std::env::var("TESTENV_MANAGEMENT") else {
+            return Ok(None);
+        };
+        let minor = |version: &str| minor_of(version).map(|m| format!("1.{m}"));
+        let newest = minor(&newest_kubernetes());
+        let current = minor(&ToolModule::Kubernetes.version());
+        match asked.as_str() {
+            "legacy" => Ok(Some(Self::Legacy)),
+            a if Some(a) == newest.as_deref() => Ok(Some(Self::Newest)),
+            a if Some(a) == current.as_deref() => Ok(Some(Self::Current)),
+            other => Err(Error::MissingBinary {
+                name: format!("the management plane of TESTENV_MANAGEMENT={other}"),
+                hint: format!(
+                    "TESTENV_MANAGEMENT takes {} (the default), {} or legacy (1.20 on etcd 3.4)",
+                    newest.unwrap_or_default(),
+                    current.unwrap_or_default()
+                ),
+            }),
+        }
+    }
+
+    /// Its kube-apiserver and etcd, as built here.
+    pub fn binaries(self) -> Result<ManagementBinaries, Error> {
+        let (kube_apiserver, etcd) = match self {
+            Self::Newest => (
+                kubernetes_binary("kube-apiserver", &newest_kubernetes())?,
+                etcd_binary("etcd", &newest_etcd())?,
+            ),
+            Self::Current => (kube_apiserver_current()?, etcd_current()?),
+            Self::Legacy => (kube_apiserver()?, etcd()?),
+        };
+        Ok(ManagementBinaries {
+            kube_apiserver,
+            etcd,
+            release: self,
+            legacy: self == Self::Legacy,
+        })
+    }
+
+    /// The Kubernetes version its kube-apiserver says (`v1.37.2`).
+    pub fn kubernetes_version(self) -> String {
+        match self {
+            Self::Newest => newest_kubernetes(),
+            Self::Current => ToolModule::Kubernetes.version(),
+            Self::Legacy => KUBE_VERSION.to_owned(),
+        }
+    }
+
+    /// The etcd version its etcd says, without the `v` (`3.7.3`); for the fallback only the minor (`3.4.`).
+    pub fn etcd_version(self) -> String {
+        match self {
+            Self::Newest => newest_etcd().trim_start_matches('v').to_owned(),
+            Self::Current => ToolModule::Etcd
+                .version()
+                .trim_start_matches('v')
+                .to_owned(),
+            Self::Legacy => "3.4.".to_owned(),
+        }
+    }
+}
+
+/// The newest Kubernetes release built here (`v1.37.2`).
+pub fn newest_kubernetes() -> String {
+    KUBERNETES_RELEASES.last().map_or_else(
+        || ToolModule::Kubernetes.version(),
+        |r| ToolModule::KubernetesRelease(r.minor).version(),
+    )
+}
+
+/// The newest etcd release built here (`v3.7.3`).
+fn newest_etcd() -> String {
+    ETCD_RELEASES.last().map_or_else(
+        || ToolModule::Etcd.version(),
+        |r| ToolModule::EtcdRelease(r.minor).version(),
+    )
+}
+
+/// The releases `$TESTENV_MANAGEMENT` asks for (see [`ManagementRelease`]), by default the newest built
+/// here (kube-apiserver 1.37 on etcd 3.7). Outside CI, when the default is not built, the fallback
+/// ([`kube_apiserver`] 1.20 on Debian's [`etcd`]) runs instead, and says so; in CI (`CI=true`) a missing
+/// build is an error, never a quiet fall back to the old end of the matrix.
+pub fn management() -> Result<ManagementBinaries, Error> {
+    if let Some(asked) = ManagementRelease::from_env()? {
+        return asked.binaries();
+    }
+    match ManagementRelease::Newest.binaries() {
+        Ok(binaries) => Ok(binaries),
+        Err(e) if crate::in_ci() => Err(Error::MissingBinary {
+            name: "the newest releases".into(),
+            hint: format!(
+                "CI=true needs them, not the fallback (set TESTENV_MANAGEMENT=legacy to ask for that): {e}"
+            ),
+        }),
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("testenv: management plane on the fallback releases: {e}"));
+            ManagementRelease::Legacy.binaries()
+        }
+    }
 }
 
 /// A Go module of `hack/tools` that `hack/install-testenv.sh` builds binaries from, with the version of

@@ -73,7 +73,28 @@ pub fn validate_config(config: &str) -> Result<(), String> {
 /// writes them before kubeadm runs: kubeadm checks that a discovery kubeconfig exists, for one. They
 /// are written into a scratch folder and their paths in `config` pointed there.
 pub fn validate_config_with_files(config: &str, files: &[(&str, &str)]) -> Result<(), String> {
-    let kubeadm = kubeadm_for(config).map_err(|e| e.to_string())?;
+    run_validate(
+        &kubeadm_for(config).map_err(|e| e.to_string())?,
+        config,
+        files,
+    )
+}
+
+/// [`validate_config`] with the kubeadm a node whose Machine runs `machine_version` boots with
+/// ([`kubeadm_for_machine`]).
+pub fn validate_config_for_machine(
+    config: &str,
+    machine_version: Option<&str>,
+) -> Result<(), String> {
+    let kubeadm = kubeadm_for_machine(config, machine_version).map_err(|e| e.to_string())?;
+    run_validate(&kubeadm, config, &[])
+}
+
+fn run_validate(
+    kubeadm: &std::path::Path,
+    config: &str,
+    files: &[(&str, &str)],
+) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut config = as_on_the_node(config);
     for (i, (path, content)) in files.iter().enumerate() {
@@ -83,7 +104,7 @@ pub fn validate_config_with_files(config: &str, files: &[(&str, &str)]) -> Resul
     }
     let file = dir.path().join("kubeadm.yaml");
     std::fs::write(&file, config).map_err(|e| e.to_string())?;
-    let out = Command::new(&kubeadm)
+    let out = Command::new(kubeadm)
         .args(["config", "validate", "--config"])
         .arg(&file)
         .output()

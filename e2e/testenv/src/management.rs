@@ -8,6 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::apiserver::{ApiServerOptions, KubeApiServer};
+use crate::binaries::{ManagementBinaries, ManagementRelease};
 use crate::etcd::{EtcdCluster, EtcdOptions};
 use crate::{Error, Result};
 
@@ -43,11 +44,28 @@ impl ManagementPlane {
         Self::start_in_with(dir, options).await
     }
 
-    async fn start_in_with(dir: tempfile::TempDir, mut options: ApiServerOptions) -> Result<Self> {
+    /// Like [`ManagementPlane::start`] on the releases named, whatever `$TESTENV_MANAGEMENT` says: for a
+    /// test that runs on each end of the matrix.
+    pub async fn start_on(release: ManagementRelease) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("testenv-")
+            .tempdir()
+            .map_err(|e| Error::io("create a temporary folder", e))?;
+        Self::start_binaries(dir, ApiServerOptions::default(), release.binaries()?).await
+    }
+
+    async fn start_in_with(dir: tempfile::TempDir, options: ApiServerOptions) -> Result<Self> {
+        // The newest kube-apiserver on the newest etcd where they are built (CRDs with their CEL rules
+        // active), else what `$TESTENV_MANAGEMENT` asks for (see `binaries::management`).
+        Self::start_binaries(dir, options, crate::binaries::management()?).await
+    }
+
+    async fn start_binaries(
+        dir: tempfile::TempDir,
+        mut options: ApiServerOptions,
+        binaries: ManagementBinaries,
+    ) -> Result<Self> {
         let started = Instant::now();
-        // Current kube-apiserver on current etcd where they are built (CRDs with their CEL rules
-        // active), else the 1.20 fallback on Debian's etcd.
-        let binaries = crate::binaries::management()?;
         options
             .binary
             .get_or_insert_with(|| (binaries.kube_apiserver.clone(), binaries.legacy));

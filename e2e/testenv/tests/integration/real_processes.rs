@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
+use testenv::binaries::ManagementRelease;
 use testenv::process::pid_alive;
 use testenv::{EtcdCluster, EtcdOptions, ManagementPlane};
 
@@ -216,35 +217,89 @@ fn missing_binary_error_says_how_to_fix_it() {
     assert!(err.contains("not an executable"), "{err}");
 }
 
-/// Where `hack/install-testenv.sh` built the current releases, the management plane runs them.
+/// The management plane runs the releases `TESTENV_MANAGEMENT` names: by default the newest built here
+/// (kube-apiserver 1.37 on etcd 3.7); and either end of the matrix starts by name whatever it says.
 #[tokio::test]
-async fn the_management_plane_runs_the_current_kubernetes_release_when_built() {
-    let binaries = testenv::binaries::management().unwrap();
-    let plane = ManagementPlane::start().await.unwrap();
-    let version = plane
-        .client()
-        .await
-        .unwrap()
-        .apiserver_version()
-        .await
-        .unwrap();
-    let etcd = std::process::Command::new(&binaries.etcd)
-        .arg("--version")
-        .output()
-        .unwrap();
-    let etcd = String::from_utf8_lossy(&etcd.stdout);
-    println!("ran kube-apiserver {} on {etcd}", version.git_version);
-    if binaries.legacy {
-        // Only where asked for (TESTENV_MANAGEMENT=legacy) or outside CI (see `management`).
-        assert_eq!(version.git_version, testenv::binaries::KUBE_VERSION);
-        assert!(etcd.contains("etcd Version: 3.4."), "{etcd}");
-    } else {
-        use testenv::binaries::ToolModule;
-        assert_eq!(version.git_version, ToolModule::Kubernetes.version());
-        let pinned = ToolModule::Etcd.version();
+async fn the_management_plane_runs_the_release_asked_for() {
+    let default = testenv::binaries::management().unwrap().release;
+    if std::env::var_os("TESTENV_MANAGEMENT").is_none() {
+        // Only outside CI does a missing build fall back (see `management`).
         assert!(
-            etcd.contains(&format!("etcd Version: {}", pinned.trim_start_matches('v'))),
+            default == ManagementRelease::Newest || !testenv::in_ci(),
+            "{default:?}"
+        );
+    }
+    let mut releases = vec![(default, ManagementPlane::start().await.unwrap())];
+    if default != ManagementRelease::Legacy {
+        for release in [ManagementRelease::Newest, ManagementRelease::Current] {
+            if release != default {
+                releases.push((release, ManagementPlane::start_on(release).await.unwrap()));
+            }
+        }
+    }
+    for (release, plane) in releases {
+        let version = plane
+            .client()
+            .await
+            .unwrap()
+            .apiserver_version()
+            .await
+            .unwrap();
+        let etcd = std::process::Command::new(&release.binaries().unwrap().etcd)
+            .arg("--version")
+            .output()
+            .unwrap();
+        let etcd = String::from_utf8_lossy(&etcd.stdout);
+        println!(
+            "{release:?}: kube-apiserver {} on {etcd}",
+            version.git_version
+        );
+        assert_eq!(version.git_version, release.kubernetes_version());
+        assert!(
+            etcd.contains(&format!("etcd Version: {}", release.etcd_version())),
             "{etcd}"
         );
     }
+}
+
+/// `TESTENV_MANAGEMENT` takes the minor of either end of the matrix, or `legacy`, and refuses anything
+/// else naming what it takes.
+#[test]
+fn testenv_management_names_the_releases_it_takes() {
+    use testenv::binaries::ToolModule;
+    let asked = |value: &str| {
+        // SAFETY: the variable is read only by this test's own calls below.
+        unsafe { std::env::set_var("TESTENV_MANAGEMENT", value) };
+        let release = ManagementRelease::from_env();
+        unsafe { std::env::remove_var("TESTENV_MANAGEMENT") };
+        release
+    };
+    let current = ToolModule::Kubernetes.version();
+    let current_minor = current
+        .trim_start_matches('v')
+        .rsplit_once('.')
+        .unwrap()
+        .0
+        .to_owned();
+    assert_eq!(
+        asked(&current_minor).unwrap(),
+        Some(ManagementRelease::Current)
+    );
+    let newest = testenv::binaries::newest_kubernetes();
+    let newest_minor = newest
+        .trim_start_matches('v')
+        .rsplit_once('.')
+        .unwrap()
+        .0
+        .to_owned();
+    assert_eq!(
+        asked(&newest_minor).unwrap(),
+        Some(ManagementRelease::Newest)
+    );
+    assert_eq!(asked("legacy").unwrap(), Some(ManagementRelease::Legacy));
+    let refused = asked("1.29").unwrap_err().to_string();
+    assert!(
+        refused.contains("TESTENV_MANAGEMENT=1.29") && refused.contains(&newest_minor),
+        "{refused}"
+    );
 }

@@ -69,10 +69,11 @@ impl Nodes {
         }
     }
 
-    /// The Kubernetes release the machines run: real nodes carry the one `hack/tools/k8s-node` builds.
+    /// The Kubernetes release the machines run: simulated ones the newest built here, which the
+    /// management plane runs too (one build for both); real nodes the one `hack/tools/k8s-node` builds.
     fn kubernetes_version(self) -> String {
         match self {
-            Nodes::Simulated => "v1.33.1".into(),
+            Nodes::Simulated => testenv::binaries::newest_kubernetes(),
             Nodes::Real => testenv::binaries::ToolModule::KubernetesNode.version(),
         }
     }

@@ -11,6 +11,7 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::crd;
 use serde_json::Value;
 use testenv::ManagementPlane;
+use testenv::binaries::ManagementRelease;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(
@@ -25,10 +26,23 @@ fn yaml_to_json(yaml: &str) -> Value {
     serde_saphyr::from_str(yaml).unwrap()
 }
 
-async fn plane_with_crds() -> ManagementPlane {
-    let plane = ManagementPlane::start()
-        .await
-        .expect("management plane starts");
+/// The management releases each test runs on: the default (the newest built here) and the other end of
+/// the matrix (see `testenv::binaries::ManagementRelease`), unless `TESTENV_MANAGEMENT` picked one.
+fn releases() -> Vec<Option<ManagementRelease>> {
+    match testenv::binaries::management().unwrap().release {
+        ManagementRelease::Newest if std::env::var_os("TESTENV_MANAGEMENT").is_none() => {
+            vec![None, Some(ManagementRelease::Current)]
+        }
+        _ => vec![None],
+    }
+}
+
+async fn plane_with_crds(release: Option<ManagementRelease>) -> ManagementPlane {
+    let plane = match release {
+        None => ManagementPlane::start().await,
+        Some(release) => ManagementPlane::start_on(release).await,
+    }
+    .expect("management plane starts");
     let mut crds = crd::provider_crds();
     crds.extend(crd::core_crds());
     plane
@@ -54,7 +68,13 @@ fn kubectl(plane: &ManagementPlane, args: &[&str]) -> std::process::Output {
 
 #[tokio::test]
 async fn realistic_objects_round_trip_scale_and_explain() {
-    let plane = plane_with_crds().await;
+    for release in releases() {
+        realistic_objects_round_trip_scale_and_explain_on(release).await;
+    }
+}
+
+async fn realistic_objects_round_trip_scale_and_explain_on(release: Option<ManagementRelease>) {
+    let plane = plane_with_crds(release).await;
     let client = plane.client().await.unwrap();
 
     // KubeadmControlPlane: typed create, then the raw spec read back must equal the raw spec written —
@@ -199,7 +219,13 @@ async fn realistic_objects_round_trip_scale_and_explain() {
 
 #[tokio::test]
 async fn schema_rejects_invalid_objects_naming_the_field() {
-    let plane = plane_with_crds().await;
+    for release in releases() {
+        schema_rejects_invalid_objects_naming_the_field_on(release).await;
+    }
+}
+
+async fn schema_rejects_invalid_objects_naming_the_field_on(release: Option<ManagementRelease>) {
+    let plane = plane_with_crds(release).await;
     let client = plane.client().await.unwrap();
     let kcps = dynamic(
         &client,
