@@ -14,7 +14,9 @@
 #     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
 #     written for Kubernetes < 1.31, and Cluster API's own managers and clusterctl of sigs.k8s.io/cluster-api
 #     (hack/tools/capi) with the CRDs and webhook manifests of that module, and kustomize
-#     (hack/tools/kustomize), which builds Cluster API's core components from them; and the other releases a
+#     (hack/tools/kustomize), which builds Cluster API's core components from them, and clusterctl-envsubst
+#     (hack/tools/envsubst: clusterctl's own template processor, which `generate cluster` is compared with
+#     in the tests); and the other releases a
 #     simulated node runs when its Machine says so: kube-apiserver and kubeadm of each hack/tools/k8s-1.N,
 #     etcd, etcdctl and etcdutl of each hack/tools/etcd-3.N. Their versions are pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
@@ -87,6 +89,8 @@ CURRENT_ETCD_SRC="$TOOLS_SRC/etcd"
 KUBEADM_V1BETA3_SRC="$TOOLS_SRC/k8s-v1beta3"
 CAPI_SRC="$TOOLS_SRC/capi"
 KUSTOMIZE_SRC="$TOOLS_SRC/kustomize"
+# clusterctl's own template processor, which `generate cluster` is compared with (hack/tools/envsubst).
+ENVSUBST_SRC="$TOOLS_SRC/envsubst"
 K8S_NODE_SRC="$TOOLS_SRC/k8s-node"
 # The other releases a simulated node runs when its Machine says so (hack/tools/k8s-1.N: kube-apiserver and
 # kubeadm; hack/tools/etcd-3.N: etcd, etcdctl, etcdutl), in version order.
@@ -713,6 +717,22 @@ build_current_kustomize() {
   say "kustomize $version cached in $dir/bin"
 }
 
+# clusterctl-envsubst (hack/tools/envsubst): clusterctl's simple template processor of the Cluster API version
+# its go.mod pins, answering for the templates the tests give it.
+build_current_envsubst() {
+  local dir="$1" src="$ENVSUBST_SRC" version out
+  version=$(required_version "$src" sigs.k8s.io/cluster-api)
+  use_machine_go "$(go_min_minor "$src")" hack/tools/envsubst
+  prepare_current "$src" "$dir" "clusterctl-envsubst $version" \
+    "the test comparing generate cluster with clusterctl fails, naming the missing binary" \
+    "well under a minute" || return 0
+  go_build "$src" "$dir.tmp" clusterctl-envsubst "-s -w"
+  out=$("$dir.tmp/bin/clusterctl-envsubst" --version 2>&1) || true
+  [ "$out" = "$version" ] || { rm -rf "$dir.tmp"; die "the built clusterctl-envsubst says it links Cluster API '$out', not '$version'"; }
+  finish_current "$dir"
+  say "clusterctl-envsubst $version cached in $dir/bin"
+}
+
 free_gib() { df -BG --output=avail "$CACHE_ROOT" | tail -1 | tr -d ' G'; }
 
 # Frees disk for what comes after (the Rust build): everything in the cache root but the builds this run
@@ -931,6 +951,7 @@ if [ "${SKIP_CURRENT:-0}" != 1 ]; then
   [ "$MODE" = all ] && ensure_current "$KUBEADM_V1BETA3_SRC" kubeadm_v1beta3 kubeadm-v1beta3
   [ "$MODE" = all ] || [ "$NODES" = 1 ] && ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
   [ "$MODE" = all ] && ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
+  [ "$MODE" = all ] && ensure_current "$ENVSUBST_SRC" envsubst clusterctl-envsubst
   if [ "$MODE" = all ]; then
     for src in "${RELEASE_ETCD_SRCS[@]}"; do ensure_release "$src" build_release_etcd etcd etcdctl etcdutl; done
     for src in "${RELEASE_K8S_SRCS[@]}"; do ensure_release "$src" build_release_k8s kube-apiserver kubeadm; done

@@ -200,6 +200,17 @@ pub fn kustomize() -> Result<PathBuf, Error> {
     current_tool("kustomize", "KUSTOMIZE", ToolModule::Kustomize)
 }
 
+/// `clusterctl-envsubst` (`hack/tools/envsubst`): clusterctl's own simple template processor, of the
+/// Cluster API version that module pins, answering for templates given on stdin (see its main).
+/// `$CLUSTERCTL_ENVSUBST` overrides.
+pub fn clusterctl_envsubst() -> Result<PathBuf, Error> {
+    current_tool(
+        "clusterctl-envsubst",
+        "CLUSTERCTL_ENVSUBST",
+        ToolModule::ClusterctlEnvsubst,
+    )
+}
+
 /// A component of real nodes built by `hack/install-testenv.sh nodes` from `hack/tools/k8s-node` (`kubelet`,
 /// `kube-controller-manager`, `kube-scheduler`, `kube-proxy`, `pause`) or `hack/tools/coredns` (`coredns`),
 /// of the version its go.mod pins. `$NODE_<NAME>` (upper case, `-` as `_`) overrides.
@@ -684,6 +695,8 @@ pub enum ToolModule {
     ClusterApi,
     /// `hack/tools/kustomize`.
     Kustomize,
+    /// `hack/tools/envsubst`: clusterctl's template processor as `clusterctl-envsubst`.
+    ClusterctlEnvsubst,
     /// `hack/tools/k8s-node`: kubelet, kube-controller-manager, kube-scheduler, kube-proxy and pause, of
     /// the Kubernetes release [`ToolModule::Kubernetes`] pins.
     KubernetesNode,
@@ -722,6 +735,10 @@ impl ToolModule {
                 "hack/tools/kustomize",
                 include_str!("../../../hack/tools/kustomize/go.mod"),
             ),
+            Self::ClusterctlEnvsubst => (
+                "hack/tools/envsubst",
+                include_str!("../../../hack/tools/envsubst/go.mod"),
+            ),
             Self::KubernetesNode => (
                 "hack/tools/k8s-node",
                 include_str!("../../../hack/tools/k8s-node/go.mod"),
@@ -747,7 +764,7 @@ impl ToolModule {
             | Self::KubernetesNodeRelease(_) => "k8s.io/kubernetes",
             Self::Coredns | Self::CorednsRelease(_) => "github.com/coredns/coredns",
             Self::Etcd | Self::EtcdRelease(_) => "go.etcd.io/etcd/server/v3",
-            Self::ClusterApi => "sigs.k8s.io/cluster-api",
+            Self::ClusterApi | Self::ClusterctlEnvsubst => "sigs.k8s.io/cluster-api",
             Self::Kustomize => "sigs.k8s.io/kustomize/kustomize/v5",
         }
     }
@@ -809,6 +826,7 @@ fn version_question(
             version.into(),
         ),
         "kustomize" => (None, &["version"], version.into()),
+        "clusterctl-envsubst" => (None, &["--version"], version.into()),
         other => panic!("no version question for {other}"),
     }
 }
@@ -1084,6 +1102,7 @@ mod tests {
             ToolModule::Etcd,
             ToolModule::ClusterApi,
             ToolModule::Kustomize,
+            ToolModule::ClusterctlEnvsubst,
         ] {
             let version = module.version();
             assert!(

@@ -13,6 +13,8 @@ pub mod validate;
 pub mod variables;
 pub mod yaml;
 
+mod envsubst;
+
 /// The exit code of a command that failed with `result`, printing the failure as `<context>: <message>`
 /// on standard error.
 pub fn exit_code(context: &str, result: Result<(), String>) -> ExitCode {

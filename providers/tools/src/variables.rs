@@ -1,21 +1,23 @@
 //! The one reader of `${VAR}` expressions, in two readings.
 //!
-//! Templates ([`Template::parse`]) are read as clusterctl's simple YAML processor reads them with
-//! drone/envsubst v2:
+//! Templates ([`Template::parse`]) are read as clusterctl's simple YAML processor reads them: its legacy
+//! rewrite (`${ VAR }`, `${ VAR}` and `${VAR }` become `${VAR}`), then drone/envsubst v2, whose scanner,
+//! parser and string functions [`crate::envsubst`] follows step for step:
 //!
-//! - `${VAR}` is the value of `VAR`;
-//! - `${VAR:=default}`, `${VAR=default}` and `${VAR:-default}` are the value of `VAR`, or `default` when
-//!   `VAR` is unset *or empty* (envsubst does not tell the two apart); a default may itself hold `${…}`;
-//! - `$$` is a literal `$`, so `$${VAR}` stays `${VAR}` in the output;
-//! - a bare `$VAR` (no braces) is plain text, as envsubst leaves it;
-//! - the legacy spellings `${ VAR }`, `${ VAR}` and `${VAR }` are read as `${VAR}`.
+//! - `${VAR}` is the value of `VAR`, empty when unset; `$$` is a literal `$` (not inside a default), and
+//!   a bare `$VAR` is plain text;
+//! - `${VAR:=default}`, `${VAR=default}`, `${VAR:-default}`, and also `${VAR:?word}` and `${VAR:+word}`,
+//!   are the value of `VAR`, or the default when `VAR` is unset *or empty* (envsubst gives all five the
+//!   same meaning, unlike a shell); a default may itself hold `${…}`;
+//! - the string functions: `${#VAR}` (length in bytes), `${VAR^}`, `${VAR^^}`, `${VAR,}`, `${VAR,,}`
+//!   (case), `${VAR:offset}`, `${VAR:offset:length}` (bytes), `${VAR#glob}`, `${VAR##glob}`,
+//!   `${VAR%glob}`, `${VAR%%glob}` (trims), `${VAR/from/to}`, `${VAR//from/to}`, `${VAR/#from/to}`,
+//!   `${VAR/%from/to}` (replacements; `\/` is a literal `/` in them).
 //!
-//! A variable is *required* when its first use has no default (or an empty one); clusterctl then refuses to
-//! render while it is unset. Variables nested inside a default are not checked, as in clusterctl.
-//!
-//! Expressions envsubst documents as unsupported (`${VAR-default}`, `${VAR+alt}`, `${VAR:?msg}`,
-//! `${VAR:+alt}`) and its string functions (`${#VAR}`, `${VAR^^}`, `${VAR:1:2}`, `${VAR/a/b}`, …) are
-//! rejected with the line they are on, rather than rendered differently from clusterctl.
+//! A variable is *required* when its first use has nothing after the function, as clusterctl keys it:
+//! `${VAR}`, `${VAR:=}`, `${VAR^^}` and `${#VAR}` are, `${VAR:=x}` and `${VAR/a/b}` are not. clusterctl
+//! then refuses to render while it is unset. Variables nested inside a function's arguments are not
+//! checked, as in clusterctl.
 //!
 //! Manifests being validated ([`Template::scan`]) are read leniently: only `${NAME}` and
 //! `${NAME<op>default}` with an ASCII name count as variables, a default runs to the first `}`, `$$` is
@@ -24,23 +26,23 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::envsubst::{self, ErrorKind, Func};
+
 /// How `${…}` is read. Templates are read exactly as clusterctl reads them, so what we render is what
 /// clusterctl renders and what it would refuse is refused. The validator reads manifests that may already
 /// be rendered, where a `${VAR}` (e.g. from `$${VAR}`) is meant for the node and a shell's `${x%.*}` is
 /// plain text: it only asks which values still hold a variable and what their defaults give, so it takes
-/// well-formed references and passes everything else by. Both readings keep what they did before they
-/// shared this parser (ASCII names and a default up to the first `}` in the lenient one), so neither a
-/// rendered template nor a validation verdict changed with the move.
+/// well-formed references and passes everything else by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Reading {
     Clusterctl,
     Lenient,
 }
 
-/// A piece of a parsed template.
+/// A piece of a leniently read text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Node {
-    /// Text copied to the output (escapes already resolved).
+    /// Text copied to the output.
     Text(String),
     /// `${name}` or `${name<op>default}`.
     Variable(Variable),
@@ -49,9 +51,9 @@ enum Node {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Variable {
     name: String,
-    /// `Some` for the default forms (`:=`, `=`, `:-`), holding the default's pieces (maybe none).
-    default: Option<Vec<Node>>,
-    /// Line of the `${` in the template, counting from 1.
+    /// `Some` for the default forms (`:=`, `=`, `:-`), holding the default's text.
+    default: Option<String>,
+    /// Line of the `${` in the text, counting from 1.
     line: usize,
 }
 
@@ -77,8 +79,9 @@ pub struct TemplateVariable {
     pub name: String,
     /// Line of the first use, counting from 1.
     pub line: usize,
-    /// The default of the first use as clusterctl shows it (nested variables as `${NAME}`); `None` when the
-    /// first use has no default or an empty one, which makes the variable required.
+    /// What clusterctl shows as the default of the first use: the function's arguments as written, nested
+    /// variables as `${NAME}`; `None` when there are none or they are empty, which makes the variable
+    /// required.
     pub default: Option<String>,
 }
 
@@ -92,81 +95,120 @@ impl TemplateVariable {
 /// A template parsed once: render it with any lookup, or list its variables.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
-    nodes: Vec<Node>,
+    body: Body,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Body {
+    Clusterctl(Vec<envsubst::Node>),
+    Lenient(Vec<Node>),
 }
 
 impl Template {
     /// Parses `text` as clusterctl does; errors name the line of the bad expression.
     pub fn parse(text: &str) -> Result<Template, SyntaxError> {
-        Self::read(text, Reading::Clusterctl)
+        if let Some(nul) = text.find('\0') {
+            // envsubst takes a NUL for the end of the text: clusterctl silently drops the rest.
+            return Err(SyntaxError {
+                line: 1 + text[..nul].matches('\n').count(),
+                message: "a NUL character, where clusterctl's envsubst stops reading and drops the rest of \
+                          the template; remove it"
+                    .to_owned(),
+            });
+        }
+        let source = Source::new(text, Reading::Clusterctl);
+        let nodes = envsubst::parse(&source.text, &source.lines)
+            .map_err(|error| source.syntax_error(&error))?;
+        Ok(Template {
+            body: Body::Clusterctl(nodes),
+        })
     }
 
     /// Reads `text` leniently, as the validator does: malformed expressions are text, never errors.
     pub fn scan(text: &str) -> Template {
-        Self::read(text, Reading::Lenient).expect("the lenient reading accepts any text")
-    }
-
-    fn read(text: &str, reading: Reading) -> Result<Template, SyntaxError> {
-        let source = Source::new(text, reading);
-        let mut parser = Parser {
+        let source = Source::new(text, Reading::Lenient);
+        let mut parser = Lenient {
             chars: source.text.char_indices().collect(),
             position: 0,
             source: &source,
-            reading,
         };
-        let nodes = parser.parse_text()?;
-        Ok(Template { nodes })
+        Template {
+            body: Body::Lenient(parser.parse_text()),
+        }
     }
 
     /// Whether any variable is left.
     pub fn has_variables(&self) -> bool {
-        self.nodes
-            .iter()
-            .any(|node| matches!(node, Node::Variable(_)))
+        match &self.body {
+            Body::Clusterctl(nodes) => nodes.iter().any(|n| matches!(n, envsubst::Node::Func(_))),
+            Body::Lenient(nodes) => nodes.iter().any(|n| matches!(n, Node::Variable(_))),
+        }
     }
 
     /// Whether the text is one variable and nothing else, e.g. `${REPLICAS:=3}`.
     pub fn is_variable_only(&self) -> bool {
-        matches!(self.nodes.as_slice(), [Node::Variable(_)])
+        match &self.body {
+            Body::Clusterctl(nodes) => matches!(nodes.as_slice(), [envsubst::Node::Func(_)]),
+            Body::Lenient(nodes) => matches!(nodes.as_slice(), [Node::Variable(_)]),
+        }
     }
 
     /// The text with every variable that has a default replaced by that default, the others left as
     /// `${NAME}`.
     pub fn fill_defaults(&self) -> String {
-        self.nodes
-            .iter()
-            .map(|node| match node {
-                Node::Text(text) => text.clone(),
-                Node::Variable(Variable {
-                    default: Some(default),
-                    ..
-                }) => display_default(default),
-                Node::Variable(variable) => format!("${{{}}}", variable.name),
+        self.uses()
+            .into_iter()
+            .map(|(text, variable)| match variable {
+                None => text,
+                Some(variable) => variable
+                    .default
+                    .unwrap_or_else(|| format!("${{{}}}", variable.name)),
             })
             .collect()
     }
 
-    /// Every variable used outside a default, once, at its first use, in order of first use.
+    /// The text and the variable uses at the top level, in order (a use with an empty default listed with
+    /// `default: Some("")`).
+    fn uses(&self) -> Vec<(String, Option<TemplateVariable>)> {
+        match &self.body {
+            Body::Clusterctl(nodes) => nodes
+                .iter()
+                .map(|node| match node {
+                    envsubst::Node::Text(text) => {
+                        (String::from_utf8_lossy(text).into_owned(), None)
+                    }
+                    envsubst::Node::Func(func) => (String::new(), Some(func_use(func))),
+                })
+                .collect(),
+            Body::Lenient(nodes) => nodes
+                .iter()
+                .map(|node| match node {
+                    Node::Text(text) => (text.clone(), None),
+                    Node::Variable(variable) => (
+                        String::new(),
+                        Some(TemplateVariable {
+                            name: variable.name.clone(),
+                            line: variable.line,
+                            default: variable.default.clone(),
+                        }),
+                    ),
+                })
+                .collect(),
+        }
+    }
+
+    /// Every variable used outside a function's arguments, once, at its first use, in order of first use.
     pub fn variables(&self) -> Vec<TemplateVariable> {
         let mut seen = BTreeSet::new();
-        let mut variables = Vec::new();
-        for node in &self.nodes {
-            if let Node::Variable(variable) = node
-                && seen.insert(variable.name.as_str())
-            {
-                let default = variable
-                    .default
-                    .as_deref()
-                    .map(display_default)
-                    .filter(|text| !text.is_empty());
-                variables.push(TemplateVariable {
-                    name: variable.name.clone(),
-                    line: variable.line,
-                    default,
-                });
-            }
-        }
-        variables
+        self.uses()
+            .into_iter()
+            .filter_map(|(_, variable)| variable)
+            .filter(|variable| seen.insert(variable.name.clone()))
+            .map(|mut variable| {
+                variable.default = variable.default.filter(|d| !d.is_empty());
+                variable
+            })
+            .collect()
     }
 
     /// The required variables `lookup` has no value for, at their first use. Empty when rendering can go
@@ -179,10 +221,75 @@ impl Template {
     }
 
     /// Substitutes every variable; an unset variable counts as empty (check [`Template::missing`] first).
-    pub fn render<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> String {
-        let mut out = String::new();
-        render_nodes(&self.nodes, &lookup, &mut out);
-        out
+    /// Fails only where clusterctl would write bytes that are not UTF-8 or crash (see
+    /// [`crate::envsubst`]).
+    pub fn render<'a>(
+        &self,
+        lookup: impl Fn(&str) -> Option<&'a str>,
+    ) -> Result<String, SyntaxError> {
+        match &self.body {
+            Body::Clusterctl(nodes) => {
+                // Where each expression's output starts, to name the line of a cut character.
+                let mut bytes = Vec::new();
+                let mut starts = Vec::new();
+                for node in nodes {
+                    if let envsubst::Node::Func(func) = node {
+                        starts.push((bytes.len(), func.line));
+                    }
+                    let piece =
+                        envsubst::eval(std::slice::from_ref(node), &lookup).map_err(|e| {
+                            SyntaxError {
+                                line: e.line,
+                                message: e.message,
+                            }
+                        })?;
+                    bytes.extend(piece);
+                }
+                String::from_utf8(bytes).map_err(|e| {
+                    let at = e.utf8_error().valid_up_to();
+                    let line = starts
+                        .iter()
+                        .take_while(|(start, _)| *start <= at)
+                        .last()
+                        .map_or(1, |(_, line)| *line);
+                    SyntaxError {
+                        line,
+                        message: "a substring or trim cuts a character in two; clusterctl would write \
+                                  the broken bytes (offsets and lengths count bytes, not characters)"
+                            .to_owned(),
+                    }
+                })
+            }
+            Body::Lenient(nodes) => Ok(nodes
+                .iter()
+                .map(|node| match node {
+                    Node::Text(text) => text.clone(),
+                    Node::Variable(variable) => {
+                        match (lookup(&variable.name).unwrap_or(""), &variable.default) {
+                            ("", Some(default)) => default.clone(),
+                            (value, _) => value.to_owned(),
+                        }
+                    }
+                })
+                .collect()),
+        }
+    }
+}
+
+/// A use of a variable as clusterctl lists it: the default is the arguments, nested uses as `${NAME}`.
+fn func_use(func: &Func) -> TemplateVariable {
+    let default: String = func
+        .args
+        .iter()
+        .map(|arg| match arg {
+            envsubst::Node::Text(text) => String::from_utf8_lossy(text).into_owned(),
+            envsubst::Node::Func(nested) => format!("${{{}}}", nested.param),
+        })
+        .collect();
+    TemplateVariable {
+        name: func.param.clone(),
+        line: func.line,
+        default: (!func.name.is_empty()).then_some(default),
     }
 }
 
@@ -191,33 +298,7 @@ pub fn substitute<'a>(
     text: &str,
     lookup: impl Fn(&str) -> Option<&'a str>,
 ) -> Result<String, SyntaxError> {
-    Ok(Template::parse(text)?.render(lookup))
-}
-
-fn render_nodes<'a>(nodes: &[Node], lookup: &impl Fn(&str) -> Option<&'a str>, out: &mut String) {
-    for node in nodes {
-        match node {
-            Node::Text(text) => out.push_str(text),
-            Node::Variable(variable) => {
-                let value = lookup(&variable.name).unwrap_or("");
-                match &variable.default {
-                    Some(default) if value.is_empty() => render_nodes(default, lookup, out),
-                    _ => out.push_str(value),
-                }
-            }
-        }
-    }
-}
-
-/// The default as `clusterctl generate cluster --list-variables` shows it.
-fn display_default(nodes: &[Node]) -> String {
-    nodes
-        .iter()
-        .map(|node| match node {
-            Node::Text(text) => text.clone(),
-            Node::Variable(variable) => format!("${{{}}}", variable.name),
-        })
-        .collect()
+    Template::parse(text)?.render(lookup)
 }
 
 /// The template text with legacy `${ VAR }` spellings normalized, and the original line of every byte.
@@ -265,6 +346,85 @@ impl Source {
             .copied()
             .unwrap_or(1)
     }
+
+    /// The text from byte `from` to `to` (both moved back to a character boundary), its first line only,
+    /// at most 60 characters.
+    fn excerpt(&self, from: usize, to: usize) -> String {
+        let floor = |mut i: usize| {
+            i = i.min(self.text.len());
+            while !self.text.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        let text = &self.text[floor(from)..floor(to.max(from))];
+        let text = text.lines().next().unwrap_or("");
+        if text.chars().count() > 60 {
+            text.chars().take(60).collect::<String>() + "…"
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// envsubst's refusal as a message naming what is wrong and how to write it.
+    fn syntax_error(&self, error: &envsubst::ParseError) -> SyntaxError {
+        let next = self
+            .text
+            .get(error.at..)
+            .and_then(|rest| rest.chars().next());
+        let through_next = error.at + next.map_or(0, char::len_utf8);
+        let excerpt = self.excerpt(error.start, through_next);
+        let name: String = self
+            .text
+            .get(error.start + 2..)
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let message = match (error.kind, next) {
+            (ErrorKind::TooDeep, _) => format!(
+                "`{excerpt}` nests expressions more than {} deep",
+                envsubst::MAX_DEPTH
+            ),
+            (ErrorKind::VariableName, _) => format!(
+                "`{excerpt}` has no variable name; a variable is written ${{NAME}}, a literal `$` as `$$`"
+            ),
+            (_, None)
+                if self
+                    .text
+                    .get(error.start + 2 + name.len()..)
+                    .is_some_and(|r| r.starts_with('/')) =>
+            {
+                format!(
+                    "`{excerpt}` is missing the `/` before the replacement or its closing brace `}}` \
+                     (${{{name}/from/to}}, ${{{name}/from/}})"
+                )
+            }
+            (_, None) => format!("`{excerpt}` is missing its closing brace `}}`"),
+            (ErrorKind::MissingClosingBrace, Some(operator @ ('-' | '+' | '?'))) => format!(
+                "`${{{name}{operator}…}}` is not clusterctl syntax (envsubst reads it as a missing closing \
+                 brace); write ${{{name}:-default}} or ${{{name}:=default}}"
+            ),
+            (ErrorKind::MissingClosingBrace, Some(c)) => format!(
+                "`{excerpt}` is missing its closing brace `}}` (a variable name is letters, digits and `_`, \
+                 found {c:?})"
+            ),
+            (kind, Some(_)) => format!(
+                "`{excerpt}`: clusterctl's envsubst refuses it ({}); it reads ${{VAR}}, ${{VAR:=default}}, \
+                 ${{VAR:offset:length}}, ${{VAR/from/to}}, ${{VAR#glob}}, ${{VAR%glob}}, ${{VAR^^}}, \
+                 ${{#VAR}} and their variants",
+                match kind {
+                    ErrorKind::FuncSubstitution => "unable to parse substitution within function",
+                    ErrorKind::DefaultFunction => "unable to parse default function",
+                    _ => "bad substitution",
+                }
+            ),
+        };
+        SyntaxError {
+            line: self.line_at(error.start),
+            message,
+        }
+    }
 }
 
 /// clusterctl rewrites `${ VAR }`, `${ VAR}` and `${VAR }` (at least one blank inside the braces, name of
@@ -288,14 +448,14 @@ fn legacy_variable_name(after_brace: &str) -> Option<(&str, usize)> {
     Some((name, 2 + name_start + name_len + trailing + 1))
 }
 
-struct Parser<'s> {
+/// The lenient reading (see [`Reading`]).
+struct Lenient<'s> {
     chars: Vec<(usize, char)>,
     position: usize,
     source: &'s Source,
-    reading: Reading,
 }
 
-impl Parser<'_> {
+impl Lenient<'_> {
     fn peek(&self) -> Option<char> {
         self.chars.get(self.position).map(|&(_, c)| c)
     }
@@ -312,140 +472,35 @@ impl Parser<'_> {
         self.source.line_at(byte)
     }
 
-    fn error(&self, start: usize, message: String) -> SyntaxError {
-        SyntaxError {
-            line: self.line(start),
-            message,
-        }
-    }
-
-    /// The text an expression starting at `start` spans so far, for messages.
-    fn excerpt(&self, start: usize) -> String {
-        let end = (self.position + 1).min(self.chars.len());
-        let text: String = self.chars[start..end].iter().map(|&(_, c)| c).collect();
-        let text = text.lines().next().unwrap_or("").to_owned();
-        if text.chars().count() > 60 {
-            text.chars().take(60).collect::<String>() + "…"
-        } else {
-            text
-        }
-    }
-
-    /// Top level: text with `$$` escapes and `${…}` expressions, up to the end.
-    fn parse_text(&mut self) -> Result<Vec<Node>, SyntaxError> {
+    /// Text and well-formed `${…}` references, up to the end.
+    fn parse_text(&mut self) -> Vec<Node> {
         let mut nodes = Vec::new();
         let mut text = String::new();
         while let Some(c) = self.peek() {
-            match (c, self.peek_at(1)) {
-                ('$', Some('{')) if self.reading == Reading::Lenient => {
-                    match self.scan_expression() {
-                        Ok(variable) => {
-                            push_text(&mut nodes, &mut text);
-                            nodes.push(Node::Variable(variable));
+            if c == '$' && self.peek_at(1) == Some('{') {
+                match self.scan_expression() {
+                    Ok(variable) => {
+                        if !text.is_empty() {
+                            nodes.push(Node::Text(std::mem::take(&mut text)));
                         }
-                        Err(passed) => text.push_str(&passed),
+                        nodes.push(Node::Variable(variable));
                     }
+                    Err(passed) => text.push_str(&passed),
                 }
-                ('$', Some('{')) => {
-                    push_text(&mut nodes, &mut text);
-                    nodes.push(Node::Variable(self.parse_expression()?));
-                }
-                ('$', Some('$')) if self.reading == Reading::Clusterctl => {
-                    text.push('$');
-                    self.position += 2;
-                }
-                _ => {
-                    text.push(c);
-                    self.position += 1;
-                }
+            } else {
+                text.push(c);
+                self.position += 1;
             }
         }
-        push_text(&mut nodes, &mut text);
-        Ok(nodes)
+        if !text.is_empty() {
+            nodes.push(Node::Text(text));
+        }
+        nodes
     }
 
-    /// `${name}` or `${name<op>default}`, with the parser at `$`.
-    fn parse_expression(&mut self) -> Result<Variable, SyntaxError> {
-        let start = self.position;
-        let line = self.line(start);
-        self.position += 2;
-        if self.peek() == Some('#') {
-            return Err(self.unsupported(start));
-        }
-        let name = self.read_name();
-        if name.is_empty() {
-            return Err(self.error(
-                start,
-                format!(
-                    "`{}` has no variable name; a variable is written ${{NAME}}, a literal `$` as `$$`",
-                    self.excerpt(start)
-                ),
-            ));
-        }
-        if self.peek() == Some('}') {
-            self.position += 1;
-            return Ok(Variable {
-                name,
-                default: None,
-                line,
-            });
-        }
-        let operator = match (self.default_operator(), self.peek(), self.peek_at(1)) {
-            (Some(operator), ..) => operator,
-            (None, Some(':'), Some(second @ ('?' | '+'))) => {
-                return Err(self.error(
-                    start,
-                    format!(
-                        "`${{{name}:{second}…}}`: envsubst, which clusterctl uses, lists `:?` and `:+` as \
-                         unsupported; use ${{{name}:=default}} or ${{{name}}}"
-                    ),
-                ));
-            }
-            (None, Some('-' | '+' | '?'), _) => {
-                let operator = self.peek().expect("matched");
-                return Err(self.error(
-                    start,
-                    format!(
-                        "`${{{name}{operator}…}}` is not clusterctl syntax (envsubst reads it as a missing \
-                         closing brace); write ${{{name}:-default}} or ${{{name}:=default}}"
-                    ),
-                ));
-            }
-            (None, Some(':' | ',' | '^' | '/' | '#' | '%'), _) => {
-                return Err(self.unsupported(start));
-            }
-            (None, None, _) => {
-                return Err(self.error(
-                    start,
-                    format!(
-                        "`{}` is missing its closing brace `}}`",
-                        self.excerpt(start)
-                    ),
-                ));
-            }
-            (None, Some(c), _) => {
-                return Err(self.error(
-                    start,
-                    format!(
-                        "`{}` is missing its closing brace `}}` (a variable name is letters, digits and `_`, \
-                         found {c:?})",
-                        self.excerpt(start)
-                    ),
-                ));
-            }
-        };
-        self.position += operator;
-        let default = self.parse_default(start)?;
-        Ok(Variable {
-            name,
-            default: Some(default),
-            line,
-        })
-    }
-
-    /// `${NAME}` or `${NAME<op>default}` read leniently, with the parser at `$`: the expression runs to
-    /// the first `}` and its default is the text before it. Anything else is given back as text (`Err`),
-    /// up to and with that `}`, or to the end when there is none.
+    /// `${NAME}` or `${NAME<op>default}`, with the parser at `$`: the expression runs to the first `}`
+    /// and its default is the text before it. Anything else is given back as text (`Err`), up to and with
+    /// that `}`, or to the end when there is none.
     fn scan_expression(&mut self) -> Result<Variable, String> {
         let start = self.position;
         let line = self.line(start);
@@ -454,104 +509,41 @@ impl Parser<'_> {
             return Err(self.text(start, self.chars.len()));
         };
         self.position += 2;
-        let name = self.read_name();
+        let name_start = self.position;
+        while self
+            .peek()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            self.position += 1;
+        }
+        let name = self.text(name_start, self.position);
         // `Some(default)` for a well-formed reference; a default is `Some(text)`.
         let reference = if name.is_empty() {
             None
         } else if self.position == close {
             Some(None)
         } else {
-            self.default_operator()
-                .map(|operator| Some(self.text(self.position + operator, close)))
+            let operator = match (self.peek(), self.peek_at(1)) {
+                (Some(':'), Some('=' | '-')) => Some(2),
+                (Some('='), _) => Some(1),
+                _ => None,
+            };
+            operator.map(|operator| Some(self.text(self.position + operator, close)))
         };
         let passed = self.text(start, close + 1);
         self.position = close + 1;
         match reference {
             Some(default) => Ok(Variable {
                 name,
-                default: default.map(|text| vec![Node::Text(text)]),
+                default,
                 line,
             }),
             None => Err(passed),
         }
     }
 
-    /// A variable name at the parser, which moves past it.
-    fn read_name(&mut self) -> String {
-        let start = self.position;
-        let is_name = |c: char| match self.reading {
-            Reading::Clusterctl => c.is_alphanumeric() || c == '_',
-            Reading::Lenient => c.is_ascii_alphanumeric() || c == '_',
-        };
-        while self.peek().is_some_and(is_name) {
-            self.position += 1;
-        }
-        self.text(start, self.position)
-    }
-
-    /// The length of the default operator at the parser (`:=`, `:-`, `=`), if one is there.
-    fn default_operator(&self) -> Option<usize> {
-        match (self.peek(), self.peek_at(1)) {
-            (Some(':'), Some('=' | '-')) => Some(2),
-            (Some('='), _) => Some(1),
-            _ => None,
-        }
-    }
-
     fn text(&self, from: usize, to: usize) -> String {
         self.chars[from..to].iter().map(|&(_, c)| c).collect()
-    }
-
-    /// The default of `${name<op>…}` up to its `}`: text (no escapes, no `}`) and nested expressions.
-    fn parse_default(&mut self, start: usize) -> Result<Vec<Node>, SyntaxError> {
-        let mut nodes = Vec::new();
-        let mut text = String::new();
-        loop {
-            match (self.peek(), self.peek_at(1)) {
-                (Some('}'), _) => {
-                    self.position += 1;
-                    push_text(&mut nodes, &mut text);
-                    return Ok(nodes);
-                }
-                (Some('$'), Some('{')) => {
-                    push_text(&mut nodes, &mut text);
-                    nodes.push(Node::Variable(self.parse_expression()?));
-                }
-                (Some(c), _) => {
-                    text.push(c);
-                    self.position += 1;
-                }
-                (None, _) => {
-                    return Err(self.error(
-                        start,
-                        format!(
-                            "`{}` is missing its closing brace `}}`",
-                            self.excerpt(start)
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-
-    fn unsupported(&mut self, start: usize) -> SyntaxError {
-        while self.peek().is_some_and(|c| c != '}' && c != '\n') {
-            self.position += 1;
-        }
-        self.error(
-            start,
-            format!(
-                "`{}` uses an envsubst string function this generator does not support; only ${{VAR}}, \
-                 ${{VAR:=default}}, ${{VAR=default}} and ${{VAR:-default}} are",
-                self.excerpt(start)
-            ),
-        )
-    }
-}
-
-fn push_text(nodes: &mut Vec<Node>, text: &mut String) {
-    if !text.is_empty() {
-        nodes.push(Node::Text(std::mem::take(text)));
     }
 }
 
@@ -701,7 +693,7 @@ mod tests {
         // clusterctl keys a variable to its first use; a later bare use renders empty.
         let template = Template::parse("${GEN:=genc01} ${GEN}").unwrap();
         assert!(template.missing(|_| None).is_empty());
-        assert_eq!(template.render(|_| None), "genc01 ");
+        assert_eq!(template.render(|_| None).unwrap(), "genc01 ");
     }
 
     #[test]
@@ -732,28 +724,70 @@ mod tests {
                 "write ${VAR:-default} or ${VAR:=default}",
             ),
             ("${VAR+x}", 1, "not clusterctl syntax"),
-            ("${VAR:+x}", 1, "lists `:?` and `:+` as unsupported"),
-            ("${VAR:?x}", 1, "lists `:?` and `:+` as unsupported"),
             ("\n\n${VAR", 3, "missing its closing brace"),
             ("${VAR:=abc", 1, "missing its closing brace"),
             ("${VAR x}", 1, "missing its closing brace"),
             ("${}", 1, "no variable name"),
             ("${", 1, "no variable name"),
-            ("${#VAR}", 1, "does not support"),
-            ("${VAR^^}", 1, "does not support"),
-            ("${VAR:1:2}", 1, "does not support"),
-            ("${VAR/a/b}", 1, "does not support"),
-            ("${VAR%.*}", 1, "does not support"),
             ("${A:=${B-x}}", 1, "write ${B:-default}"),
+            ("a\n${VAR/x}", 2, "missing the `/` before the replacement"),
+            (
+                "${VAR/x/y",
+                1,
+                "missing the `/` before the replacement or its closing brace",
+            ),
+            (
+                "${VAR^x}",
+                1,
+                "`${VAR^x`: clusterctl's envsubst refuses it (bad substitution)",
+            ),
+            ("${VAR#}", 1, "unable to parse substitution within function"),
+            ("${VAR:2:-1}", 1, "negative length"),
+            ("a: b\n\0c", 2, "a NUL character"),
         ];
         for (text, line, message) in cases {
-            let error = Template::parse(text).unwrap_err();
+            let error = Template::parse(text)
+                .and_then(|template| template.render(|_| Some("hello")))
+                .unwrap_err();
             assert_eq!(error.line, line, "{text:?}: {error}");
             assert!(
                 error.message.contains(message),
                 "{text:?}: {error} lacks {message:?}"
             );
         }
+    }
+
+    #[test]
+    fn string_functions_render_and_key_variables_as_clusterctl_does() {
+        let values = [("IMAGE", "registry.k8s.io/etcd:3.6.16-0"), ("NAME", "prod")];
+        assert_eq!(rendered("${IMAGE##*:}", &values), "3.6.16-0");
+        assert_eq!(rendered("${IMAGE%:*}", &values), "registry.k8s.io/etcd");
+        assert_eq!(rendered("${NAME^^}-${#NAME}", &values), "PROD-4");
+        assert_eq!(
+            rendered("${IMAGE/registry.k8s.io/mirror}", &values),
+            "mirror/etcd:3.6.16-0"
+        );
+        // envsubst gives `:+` and `:?` the meaning of `:-`, unlike a shell.
+        assert_eq!(rendered("${UNSET:+alt} ${NAME:+alt}", &values), "alt prod");
+        // A function with arguments keys its variable to them, as a default: not required.
+        let template = Template::parse("${A#v} ${B^^} ${#C} ${D/x/}").unwrap();
+        let listed: Vec<_> = template
+            .variables()
+            .into_iter()
+            .map(|v| (v.name, v.default))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("A".to_owned(), Some("v".to_owned())),
+                ("B".to_owned(), None),
+                ("C".to_owned(), None),
+                ("D".to_owned(), Some("x".to_owned())),
+            ]
+        );
+        // A cut character is refused, not written broken.
+        let cut = render("${N:0:1}", &[("N", "Ärger")]).unwrap_err();
+        assert!(cut.message.contains("cuts a character"), "{cut}");
     }
 
     #[test]
@@ -775,7 +809,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn text_without_dollars_is_unchanged(text in "[^$]{0,200}") {
+        fn text_without_dollars_is_unchanged(text in "[^$\0]{0,200}") {
             prop_assert_eq!(rendered(&text, &[("A", "x")]), text);
         }
 

@@ -96,7 +96,13 @@ pub fn generate(
             missing,
         });
     }
-    let rendered = parsed.render(|name| settings.get(name));
+    let rendered =
+        parsed
+            .render(|name| settings.get(name))
+            .map_err(|error| GenerateError::Syntax {
+                template: template_name.to_owned(),
+                error,
+            })?;
     match settings.get("NAMESPACE") {
         Some(namespace) if settings.is_set_for_cluster("NAMESPACE") => {
             target_namespace::into_namespace(&rendered, namespace).map_err(|error| {
@@ -279,7 +285,8 @@ spec:
         assert!(
             error
                 .to_string()
-                .starts_with("t.yaml:2: `${B-…}` is not clusterctl syntax")
+                .starts_with("t.yaml:2: `${B-…}` is not clusterctl syntax"),
+            "{error}"
         );
     }
 
