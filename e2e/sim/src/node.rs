@@ -234,7 +234,7 @@ impl Drop for Node {
 /// 1.30 a v1beta3 one (see `testenv::kubeadm`). A configuration it refuses stops the boot. On the fallback
 /// management plane (kubeadm 1.20, which reads neither) nothing is checked.
 fn check_with_real_kubeadm(config: &str, version: Option<&str>) -> Result<(), BootError> {
-    let legacy = testenv::binaries::management().map_or(true, |b| b.legacy);
+    let legacy = testenv::binaries::management().map_or(true, |b| b.legacy());
     if legacy {
         return Ok(());
     }
@@ -399,7 +399,7 @@ async fn control_plane(
             "#!/bin/sh\nmkdir -p {dir}\ncat > {dir}/etcd.yaml <<EOF\nspec:\n  containers:\n  - command:\n    - etcd\n    - --name={name}\n    - --initial-advertise-peer-urls={peer_url}\n    - --data-dir=/var/lib/etcd\n    image: registry.k8s.io/etcd:simulated\nEOF\n",
             dir = manifests.display(),
         );
-        restore_etcd(req, plan, rootfs, &kubeadm, binaries.legacy)?;
+        restore_etcd(req, plan, rootfs, &kubeadm, binaries.legacy())?;
         rootfs.join("var/lib/etcd")
     } else {
         data_dir
@@ -496,7 +496,7 @@ async fn control_plane(
     let binaries =
         testenv::binaries::management().map_err(|e| BootError::ApiServer(e.to_string()))?;
     let mut cmd = Command::new(&binaries.kube_apiserver);
-    if binaries.legacy {
+    if binaries.legacy() {
         cmd.arg("--insecure-port=0");
     }
     let file = |p: &str| pki.join(p).display().to_string();
@@ -1296,7 +1296,7 @@ mod tests {
 
     #[test]
     fn a_configuration_real_kubeadm_refuses_stops_the_boot() {
-        if testenv::binaries::management().unwrap().legacy {
+        if testenv::binaries::management().unwrap().legacy() {
             // kubeadm 1.20 reads no v1beta4; nothing is checked on the fallback.
             testenv::missing(
                 "the current kubeadm",

@@ -52,7 +52,7 @@ pub fn fabric() -> Result<Fabric, String> {
         return Err("SIM_KUBEADM=imitate".into());
     }
     let binaries = testenv::binaries::management().map_err(|e| e.to_string())?;
-    if binaries.legacy {
+    if binaries.legacy() {
         return Err("the management plane runs the fallback releases; kubeadm 1.20 reads no v1beta3/v1beta4".into());
     }
     binaries.kubeadm().map_err(|e| e.to_string())?;
@@ -192,7 +192,7 @@ pub async fn init(
             line.join(" "),
             rootfs.display()
         );
-        node::restore_etcd(req, plan, rootfs, &shim, binaries.legacy)?;
+        node::restore_etcd(req, plan, rootfs, &shim, binaries.legacy())?;
     }
     kubeadm
         .init_phases(&[&["etcd", "local"], &["control-plane", "all"]])

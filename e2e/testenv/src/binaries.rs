@@ -548,11 +548,15 @@ pub struct ManagementBinaries {
     pub etcd: PathBuf,
     /// The releases they are.
     pub release: ManagementRelease,
-    /// Kubernetes 1.20 takes `--insecure-port=0`; the flag is gone from current releases.
-    pub legacy: bool,
 }
 
 impl ManagementBinaries {
+    /// Whether they are the fallback: Kubernetes 1.20 takes `--insecure-port=0`, a flag gone from
+    /// current releases, and its kubeadm reads neither v1beta3 nor v1beta4.
+    pub fn legacy(&self) -> bool {
+        self.release == ManagementRelease::Legacy
+    }
+
     /// kubeadm of the management plane's Kubernetes release: what tells whether nodes can run real kubeadm.
     pub fn kubeadm(&self) -> Result<PathBuf, Error> {
         match self.release {
@@ -615,7 +619,6 @@ impl ManagementRelease {
             kube_apiserver,
             etcd,
             release: self,
-            legacy: self == Self::Legacy,
         })
     }
 

@@ -68,7 +68,7 @@ impl ManagementPlane {
         let started = Instant::now();
         options
             .binary
-            .get_or_insert_with(|| (binaries.kube_apiserver.clone(), binaries.legacy));
+            .get_or_insert_with(|| (binaries.kube_apiserver.clone(), binaries.legacy()));
         let etcd_options = EtcdOptions {
             binary: Some(binaries.etcd.clone()),
             ..EtcdOptions::default()
