@@ -282,19 +282,32 @@ mod tests {
     }
 
     #[test]
-    fn machines_made_before_the_etcd_timing_defaults_are_not_rolled() {
+    fn machines_made_with_the_etcd_timing_earlier_versions_added_are_not_rolled() {
         let desired = DesiredState::of(&kcp(base())).unwrap();
+        assert!(
+            desired
+                .join
+                .cluster_configuration
+                .etcd
+                .local
+                .extra_args
+                .is_empty()
+        );
+        let arg = |name: &str, value: &str| Arg {
+            name: name.into(),
+            value: value.into(),
+        };
         let mut config = desired.join.clone();
-        config.cluster_configuration.etcd.local.extra_args.clear();
+        config.cluster_configuration.etcd.local.extra_args = vec![
+            arg("heartbeat-interval", "250"),
+            arg("election-timeout", "2500"),
+        ];
         assert_eq!(
             outdated(&machine(&desired, config.clone()), &desired, now()),
             []
         );
         // A different value is a real change.
-        config.cluster_configuration.etcd.local.extra_args = vec![Arg {
-            name: "heartbeat-interval".into(),
-            value: "100".into(),
-        }];
+        config.cluster_configuration.etcd.local.extra_args = vec![arg("heartbeat-interval", "100")];
         assert_eq!(
             outdated(&machine(&desired, config), &desired, now()).len(),
             1
