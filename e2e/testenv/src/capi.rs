@@ -43,6 +43,16 @@ impl Part {
         }
     }
 
+    /// The names of this manager's mutating and validating webhook configurations, as
+    /// [`ClusterApi::webhooks`] registers them.
+    pub fn webhook_configurations(self) -> [String; 2] {
+        let prefix = format!("capi-{}", self.folder());
+        [
+            format!("{prefix}-mutating-webhook-configuration"),
+            format!("{prefix}-validating-webhook-configuration"),
+        ]
+    }
+
     fn folder(self) -> &'static str {
         match self {
             Part::Core => "core",
@@ -222,9 +232,9 @@ impl ClusterApi {
                 file.display()
             )));
         };
-        let prefix = format!("capi-{}", part.folder());
-        mutating.meta_mut().name = Some(format!("{prefix}-mutating-webhook-configuration"));
-        validating.meta_mut().name = Some(format!("{prefix}-validating-webhook-configuration"));
+        let [mutating_name, validating_name] = part.webhook_configurations();
+        mutating.meta_mut().name = Some(mutating_name);
+        validating.meta_mut().name = Some(validating_name);
         crate::webhooks::mutating_at(&mut mutating, &serving.url(), &serving.ca_pem)?;
         crate::webhooks::validating_at(&mut validating, &serving.url(), &serving.ca_pem)?;
         Ok((mutating, validating))
@@ -276,21 +286,8 @@ pub async fn start_manager(
     part: Part,
     extra_args: &[&str],
 ) -> Result<ManagerProcess> {
-    let binary = release.binary(part.binary());
-    let name = part.binary();
-    if !binary.is_file() {
-        return Err(Error::MissingBinary {
-            name: name.into(),
-            hint: format!(
-                "{} is missing (`hack/install-testenv.sh quickstart` builds only the core manager and \
-                 clusterctl); run `hack/install-testenv.sh`",
-                binary.display()
-            ),
-        });
-    }
-    let log_dir = plane.dir();
-    let health_port = crate::ports::free_port()?;
-    let serving = WebhookServing::new(&log_dir.join(format!("{name}-{health_port}-certs")))?;
+    let binary = present_binary(release, part)?;
+    let serving = serving_for(plane, part)?;
     let crds = release
         .crds(part)?
         .into_iter()
@@ -299,7 +296,63 @@ pub async fn start_manager(
     plane.install_crds(&crds).await?;
     let (mutating, validating) = release.webhooks(part, &serving)?;
     crate::webhooks::register(&plane.client().await?, &mutating, &validating).await?;
+    launch(plane, &binary, serving, extra_args, None).await
+}
 
+/// A replica of one of the release's managers with leader election on, next to a manager that already
+/// serves the kinds (its CRDs, conversion and webhooks stay as they are): it reconciles only while it
+/// holds the Lease in `namespace`. controller-runtime takes a Lease's namespace only from the file a
+/// Pod's service account mounts, so the replica runs in a mount namespace of its own where a fresh
+/// `/run` holds that file; the host's `/run` is not touched, and the mount goes with the process.
+pub async fn start_replica(
+    plane: &ManagementPlane,
+    release: &ClusterApi,
+    part: Part,
+    namespace: &str,
+    extra_args: &[&str],
+) -> Result<ManagerProcess> {
+    let binary = present_binary(release, part)?;
+    let serving = serving_for(plane, part)?;
+    let mut args = vec!["--leader-elect"];
+    args.extend_from_slice(extra_args);
+    launch(plane, &binary, serving, &args, Some(namespace)).await
+}
+
+/// Where a pod finds its namespace, and so where controller-runtime looks for it.
+const POD_NAMESPACE_FILE: &str = "/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+fn present_binary(release: &ClusterApi, part: Part) -> Result<PathBuf> {
+    let binary = release.binary(part.binary());
+    if !binary.is_file() {
+        return Err(Error::MissingBinary {
+            name: part.binary().into(),
+            hint: format!(
+                "{} is missing (`hack/install-testenv.sh quickstart` builds only the core manager and \
+                 clusterctl); run `hack/install-testenv.sh`",
+                binary.display()
+            ),
+        });
+    }
+    Ok(binary)
+}
+
+fn serving_for(plane: &ManagementPlane, part: Part) -> Result<WebhookServing> {
+    // A port of its own names the certificate folder, so that replicas of one manager never share it.
+    let port = crate::ports::free_port()?;
+    WebhookServing::new(&plane.dir().join(format!("{}-{port}-certs", part.binary())))
+}
+
+/// Starts the manager `binary` with the flags that point it at `plane` and serve its webhooks with
+/// `serving`, then `extra_args`; in a mount namespace whose pod namespace file says `pod_namespace`
+/// when given. Returns once it answers `/readyz`.
+async fn launch(
+    plane: &ManagementPlane,
+    binary: &Path,
+    serving: WebhookServing,
+    extra_args: &[&str],
+    pod_namespace: Option<&str>,
+) -> Result<ManagerProcess> {
+    let health_port = crate::ports::free_port()?;
     let diagnostics_port = crate::ports::free_port()?;
     let mut args: Vec<String> = vec![
         "--kubeconfig".into(),
@@ -315,13 +368,41 @@ pub async fn start_manager(
         serving.cert_dir.display().to_string(),
     ];
     args.extend(extra_args.iter().map(|a| a.to_string()));
-    let mut manager = ManagerProcess::start_go(
-        &binary,
-        &args,
-        format!("127.0.0.1:{health_port}"),
-        serving,
-        log_dir,
-    )?;
+    let health_addr = format!("127.0.0.1:{health_port}");
+    let mut manager = match pod_namespace {
+        None => ManagerProcess::start_go(binary, &args, health_addr, serving, plane.dir())?,
+        Some(namespace) => {
+            let dir = Path::new(POD_NAMESPACE_FILE)
+                .parent()
+                .expect("a file in a folder");
+            // unshare execs the shell, which execs the manager: the PID is the manager's.
+            let script = format!(
+                "mount -t tmpfs -o size=1m,mode=0755 run /run && mkdir -p {dir} && printf %s \"$1\" > {file} \
+                 && shift && exec \"$@\"",
+                dir = dir.display(),
+                file = POD_NAMESPACE_FILE,
+            );
+            let mut command = std::process::Command::new("unshare");
+            command
+                .args([
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    &script,
+                    "sh",
+                ])
+                .arg(namespace)
+                .arg(binary)
+                .args(&args);
+            let name = binary
+                .file_name()
+                .map(|n| format!("{}-replica", n.to_string_lossy()))
+                .unwrap_or_else(|| "replica".into());
+            ManagerProcess::spawn_named(&name, command, health_addr, Some(serving), plane.dir())?
+        }
+    };
     let timeout = crate::timeout_from_env("CAPI_READY_TIMEOUT", Duration::from_secs(90));
     manager.wait_ready(timeout).await?;
     Ok(manager)

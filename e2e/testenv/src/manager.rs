@@ -137,9 +137,21 @@ impl ManagerProcess {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "manager".into());
+        Self::spawn_named(&name, command, health_addr, webhook, log_dir)
+    }
+
+    /// [`ManagerProcess::spawn`] under `name` (its log: `<log_dir>/<name>.log`), for a command whose
+    /// program is not the manager itself.
+    pub fn spawn_named(
+        name: &str,
+        command: Command,
+        health_addr: String,
+        webhook: Option<WebhookServing>,
+        log_dir: &Path,
+    ) -> Result<Self> {
         std::fs::create_dir_all(log_dir)
             .map_err(|e| Error::io(format!("create {}", log_dir.display()), e))?;
-        let process = Process::spawn(&name, command, &log_dir.join(format!("{name}.log")))?;
+        let process = Process::spawn(name, command, &log_dir.join(format!("{name}.log")))?;
         Ok(Self {
             process,
             health_addr,

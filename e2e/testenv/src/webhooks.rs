@@ -141,6 +141,40 @@ fn is_bootstrap_manager(binary: &std::path::Path) -> bool {
     name.contains("bootstrap")
 }
 
+/// The names of the mutating and validating webhook configurations [`route_group_to`] registers for
+/// `group`.
+pub fn configurations_of(group: &str) -> [String; 2] {
+    [format!("{group}-defaulting"), format!("{group}-validation")]
+}
+
+/// Deletes the mutating and validating webhook configurations named `[mutating, validating]`; one
+/// already gone is no error.
+pub async fn delete_configurations(
+    client: &kube::Client,
+    [mutating, validating]: &[String; 2],
+) -> Result<()> {
+    let params = kube::api::DeleteParams::default();
+    gone(
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete(mutating, &params)
+            .await,
+    )?;
+    gone(
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete(validating, &params)
+            .await,
+    )
+}
+
+/// A deletion that found nothing to delete is done too.
+fn gone<T>(result: std::result::Result<T, kube::Error>) -> Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Registers the admission webhooks and CRD conversions of `group` with the API server, pointed at a
 /// manager's webhook server on loopback instead of the in-cluster Service.
 pub async fn route_group_to(
@@ -160,8 +194,9 @@ pub async fn route_group_to(
         .collect();
     let mut mutating = mutating_configuration(&ours);
     let mut validating = validating_configuration(&ours);
-    mutating.metadata.name = Some(format!("{group}-defaulting"));
-    validating.metadata.name = Some(format!("{group}-validation"));
+    let [mutating_name, validating_name] = configurations_of(group);
+    mutating.metadata.name = Some(mutating_name);
+    validating.metadata.name = Some(validating_name);
     mutating_at(&mut mutating, url, ca_pem)?;
     validating_at(&mut validating, url, ca_pem)?;
     register(&client, &mutating, &validating).await?;

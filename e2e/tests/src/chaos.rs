@@ -302,6 +302,7 @@ pub async fn trial(seed: u64, sequence: Sequence) -> TrialReport {
     report.longest_blind = summary.longest_blind;
     drop(watch);
     env.assert_no_secrets_logged().await;
+    env.assert_no_manager_exited();
     let pids = env.pids();
     drop(env);
     let alive = crate::env::wait_gone(&pids, Duration::from_secs(30)).await;

@@ -56,6 +56,8 @@ pub struct Env {
     pub peer: Vec<ManagerProcess>,
     /// Our managers as `clusterctl init` installed them ([`Env::start_installed`]); else empty.
     pub installed: Vec<ManagerProcess>,
+    /// Our managers that [`Env::switch_to_peer`] stopped: their logs are still ours to check.
+    retired: Vec<ManagerProcess>,
     /// The clusterctl repository and configuration the providers were installed from, if they were.
     pub clusterctl: Option<testenv::clusterctl::Repository>,
     /// Where the installed webhook Services' endpoints point (a bridge address: endpoints refuse
@@ -119,8 +121,8 @@ fn init_tracing() {
 
 /// Whose bootstrap and control-plane managers run.
 enum Providers<'a> {
-    /// Ours, with these `controlplane-manager run` arguments.
-    Ours(&'a [&'a str]),
+    /// Ours, with these `bootstrap-manager run` and `controlplane-manager run` arguments.
+    Ours(&'a [&'a str], &'a [&'a str]),
     /// Cluster API's own (the peer).
     ClusterApi,
 }
@@ -157,16 +159,18 @@ pub async fn start_core(plane: &ManagementPlane) -> Result<ManagerProcess, Strin
 pub const MANAGER_LOG_FILTER: &str = "debug,hyper=info,hyper_util=info,h2=info,tower=info,rustls=info,\
      tonic=info,kube_client=info,kube_runtime=info";
 
-/// Starts `bootstrap-manager` and `controlplane-manager` (with `controlplane_args`) against `plane`, waits
-/// until they are ready and routes their webhooks through the apiserver.
+/// Starts `bootstrap-manager` (with `bootstrap_args`) and `controlplane-manager` (with
+/// `controlplane_args`) against `plane`, waits until they are ready and routes their webhooks through the
+/// apiserver.
 pub async fn start_managers(
     plane: &ManagementPlane,
     crds: &[CustomResourceDefinition],
+    bootstrap_args: &[&str],
     controlplane_args: &[&str],
 ) -> Result<Vec<Manager>, String> {
     let mut managers = Vec::new();
     for (name, var, args) in [
-        ("bootstrap-manager", "BOOTSTRAP_MANAGER", &[][..]),
+        ("bootstrap-manager", "BOOTSTRAP_MANAGER", bootstrap_args),
         (
             "controlplane-manager",
             "CONTROLPLANE_MANAGER",
@@ -218,6 +222,12 @@ impl Manager {
         plane: &ManagementPlane,
         crds: &[CustomResourceDefinition],
     ) -> Result<u32, String> {
+        self.kill().await?;
+        self.restart(plane, crds).await
+    }
+
+    /// Kills the process with SIGKILL and waits until it is gone: it releases nothing.
+    pub async fn kill(&mut self) -> Result<(), String> {
         let pid = self.process.process().pid();
         let killed = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])
@@ -229,6 +239,15 @@ impl Manager {
         if !wait_gone(&[pid], Duration::from_secs(10)).await.is_empty() {
             return Err(format!("{} (pid {pid}) survived kill -9", self.name()));
         }
+        Ok(())
+    }
+
+    /// Starts the manager again with the same arguments (after [`Manager::kill`]); returns the new PID.
+    pub async fn restart(
+        &mut self,
+        plane: &ManagementPlane,
+        crds: &[CustomResourceDefinition],
+    ) -> Result<u32, String> {
         self.process = start_manager(plane, crds, &self.binary, &self.args).await?;
         Ok(self.process.process().pid())
     }
@@ -298,7 +317,13 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> Result<(), String>
 impl Env {
     /// Starts everything; `controlplane_args` go to `controlplane-manager run`.
     pub async fn start(controlplane_args: &[&str]) -> Env {
-        Self::start_with(Providers::Ours(controlplane_args), Default::default()).await
+        Self::start_with(Providers::Ours(&[], controlplane_args), Default::default()).await
+    }
+
+    /// [`Env::start`] with leader election on in both our managers, their Leases in [`NS`].
+    pub async fn start_leader_elected() -> Env {
+        let args = ["--leader-elect", "--leader-election-namespace", NS];
+        Self::start_with(Providers::Ours(&args, &args), Default::default()).await
     }
 
     /// The same world with Cluster API's own kubeadm bootstrap and control-plane managers in place of
@@ -317,7 +342,7 @@ impl Env {
         let providers = if peer {
             Providers::ClusterApi
         } else {
-            Providers::Ours(controlplane_args)
+            Providers::Ours(&[], controlplane_args)
         };
         Self::start_with(providers, options).await
     }
@@ -329,14 +354,14 @@ impl Env {
             .await
             .expect("management plane starts");
         let crds = match providers {
-            Providers::Ours(_) => all_crds(),
+            Providers::Ours(..) => all_crds(),
             Providers::ClusterApi => sim::api::crds(),
         };
         plane.install_crds(&crds).await.expect("CRDs install");
         let mut core = start_core(&plane).await.unwrap_or_else(|e| panic!("{e}"));
         let (mut managers, mut peer) = match providers {
-            Providers::Ours(controlplane_args) => (
-                start_managers(&plane, &crds, controlplane_args)
+            Providers::Ours(bootstrap_args, controlplane_args) => (
+                start_managers(&plane, &crds, bootstrap_args, controlplane_args)
                     .await
                     .unwrap_or_else(|e| panic!("{e}")),
                 Vec::new(),
@@ -363,6 +388,7 @@ impl Env {
             managers,
             peer,
             installed: Vec::new(),
+            retired: Vec::new(),
             clusterctl: None,
             service_network: None,
             manager_pids,
@@ -425,6 +451,7 @@ impl Env {
             managers: Vec::new(),
             peer: Vec::new(),
             installed: ours,
+            retired: Vec::new(),
             clusterctl: Some(installed.repository),
             service_network: Some(network),
             manager_pids,
@@ -461,12 +488,91 @@ impl Env {
         }
     }
 
+    /// Replaces Cluster API's own kubeadm managers ([`Env::start_peer`]) by ours, as a user switching
+    /// providers under live clusters does: their processes stop, their webhook configurations go, our
+    /// CRDs (the same names: our schemas, conversion by our managers) replace theirs with every stored
+    /// object kept, and our managers start with `controlplane_args`.
+    pub async fn switch_to_ours(&mut self, controlplane_args: &[&str]) {
+        use testenv::capi::Part;
+        for mut manager in self.peer.drain(..) {
+            manager.process().stop();
+        }
+        for part in [Part::KubeadmBootstrap, Part::KubeadmControlPlane] {
+            testenv::webhooks::delete_configurations(&self.client, &part.webhook_configurations())
+                .await
+                .unwrap_or_else(|e| panic!("delete {}'s webhooks: {e}", part.binary()));
+        }
+        self.crds = all_crds();
+        self.plane
+            .install_crds(&self.crds)
+            .await
+            .expect("our CRDs replace Cluster API's");
+        self.managers = start_managers(&self.plane, &self.crds, &[], controlplane_args)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for manager in &mut self.managers {
+            self.manager_pids.push(manager.process.process().pid());
+        }
+    }
+
+    /// The way back from [`Env::switch_to_ours`]: our managers stop, our webhook configurations go,
+    /// and Cluster API's own kubeadm managers start with their CRDs and webhooks.
+    pub async fn switch_to_peer(&mut self) {
+        for mut manager in self.managers.drain(..) {
+            manager.process.process().stop();
+            self.retired.push(manager.process);
+        }
+        for group in [
+            "bootstrap.cluster.x-k8s.io",
+            "controlplane.cluster.x-k8s.io",
+        ] {
+            testenv::webhooks::delete_configurations(
+                &self.client,
+                &testenv::webhooks::configurations_of(group),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("delete the webhooks of {group}: {e}"));
+        }
+        self.peer = start_peer_managers(&self.plane)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for manager in &mut self.peer {
+            self.manager_pids.push(manager.process().pid());
+        }
+    }
+
     /// Kills manager `index` (0 bootstrap, 1 control plane) with SIGKILL and starts it again.
     pub async fn kill_and_restart_manager(&mut self, index: usize) -> Result<String, String> {
         let manager = &mut self.managers[index];
         let pid = manager.kill_and_restart(&self.plane, &self.crds).await?;
         self.manager_pids.push(pid);
         Ok(manager.name())
+    }
+
+    /// Fails when a manager of this environment (ours, Cluster API's core and kubeadm managers, the
+    /// installed ones) exited by itself: every manager runs to the end of its scenario unless the
+    /// scenario stopped or killed it, and one it killed runs again.
+    pub fn assert_no_manager_exited(&mut self) {
+        let running = self
+            .managers
+            .iter_mut()
+            .map(|m| &mut m.process)
+            .chain(self.peer.iter_mut())
+            .chain(self.installed.iter_mut())
+            .chain(std::iter::once(&mut self.core));
+        let mut exited = Vec::new();
+        for manager in running {
+            if let Some(status) = manager.process().try_exit_status() {
+                let name = manager.name().to_owned();
+                let log = manager.process().log_tail(30);
+                exited.push(format!("{name} ({status}):\n{log}"));
+            }
+        }
+        assert!(
+            exited.is_empty(),
+            "managers exited during the scenario:\n{}",
+            exited.join("\n")
+        );
     }
 
     /// Peak resident memory (VmHWM, KiB) of each running manager, by name.
@@ -722,6 +828,7 @@ impl Env {
             .iter()
             .map(|m| &m.process)
             .chain(&self.installed)
+            .chain(&self.retired)
             .collect();
         assert!(!ours.is_empty(), "no managers of ours to check");
         for manager in ours {

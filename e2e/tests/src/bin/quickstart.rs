@@ -142,7 +142,7 @@ async fn run(args: &Args) -> Result<(), String> {
     );
     step(started, "starting Cluster API's core manager");
     let _core = start_core(&plane).await?;
-    let _managers = start_managers(&plane, &crds, &[]).await?;
+    let _managers = start_managers(&plane, &crds, &[], &[]).await?;
     let client = plane
         .client()
         .await

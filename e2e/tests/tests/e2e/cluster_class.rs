@@ -97,7 +97,7 @@ async fn wait_rolled(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_class_cluster_is_created_and_upgraded_through_our_templates() {
     let started = Instant::now();
-    let env = Env::start(&[]).await;
+    let mut env = Env::start(&[]).await;
     env.apply(&render_template(SIM_CLUSTER_CLASS, &vars("v1", "v1.33.1")))
         .await;
     env.apply(&render_template(
@@ -170,6 +170,7 @@ async fn a_cluster_class_cluster_is_created_and_upgraded_through_our_templates()
     println!("v1.33.1 → v1.34.4: {:.1?}", step.elapsed());
     env.assert_no_secrets_logged().await;
     pids.extend(env.pids());
+    env.assert_no_manager_exited();
     drop(env);
     let pids: Vec<u32> = pids.into_iter().collect();
     let alive = wait_gone(&pids, Duration::from_secs(30)).await;

@@ -49,7 +49,7 @@ async fn real_nodes_upgrade_one_minor_at_a_time() {
 async fn real_cluster(name: &str, control_planes: i32, workers: usize) {
     sim::nspawn::clean_up_after_dead_processes();
     let sysctls_before = sim::nspawn::machine_sysctls_without_nodes();
-    let env = Env::start(&[]).await;
+    let mut env = Env::start(&[]).await;
     let release = testenv::binaries::ToolModule::KubernetesNode.version();
     let vars = BTreeMap::from([
         ("CLUSTER_NAME", name.to_owned()),
@@ -111,6 +111,7 @@ async fn real_cluster(name: &str, control_planes: i32, workers: usize) {
         remediate_a_powered_off_node(&env, name, &watch).await;
     }
 
+    env.assert_no_manager_exited();
     let pid = std::process::id();
     let dir = env.plane.dir().to_owned();
     drop(workload);

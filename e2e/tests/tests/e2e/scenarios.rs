@@ -202,7 +202,8 @@ pub(crate) async fn event_notes(env: &Env, reason: &str, action: Option<&str>) -
         .collect()
 }
 
-pub(crate) async fn stop_and_check_nothing_is_left(env: Env, mut pids: BTreeSet<u32>) {
+pub(crate) async fn stop_and_check_nothing_is_left(mut env: Env, mut pids: BTreeSet<u32>) {
+    env.assert_no_manager_exited();
     env.assert_no_secrets_logged().await;
     pids.extend(env.pids());
     drop(env);
@@ -939,7 +940,12 @@ async fn slow_crashing_and_lost_joiners_never_cost_quorum_and_a_health_check_rep
 }
 
 /// Applies the template of `cluster` with `control_planes` and `workers` machines and watches its etcd.
-async fn apply_watched(env: &Env, cluster: &str, control_planes: u32, workers: u32) -> EtcdWatch {
+pub(crate) async fn apply_watched(
+    env: &Env,
+    cluster: &str,
+    control_planes: u32,
+    workers: u32,
+) -> EtcdWatch {
     env.apply_template(&vars(cluster, control_planes, workers))
         .await;
     EtcdWatch::start(
