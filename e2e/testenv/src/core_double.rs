@@ -2,7 +2,8 @@
 //! every Machine gets a finalizer, a Node (`status.nodeRef`), Ready/Available conditions and, in
 //! `kube-system`, running mirror pods of the four control-plane static pods with the annotations kubeadm
 //! and our patches put on them; the first Node makes the cluster initialized the way `kubeadm init` shows
-//! it (the `kube-system/kubeadm-config` ConfigMap). The workload cluster is the same apiserver.
+//! it (the `kube-system/kubeadm-config` ConfigMap). The workload cluster is the same apiserver; the mirror
+//! pods carry their cluster's name label, so a [`crate::front::Front`] can narrow them to one cluster.
 //!
 //! A deleted Machine goes only once no pre-terminate hook annotation is left, as core Cluster API does.
 //! With [`EtcdSim`], each control-plane node also runs a real etcd member: the first starts the cluster, the
@@ -24,7 +25,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
-use kubeadm_api::meta::PRE_TERMINATE_HOOK_PREFIX;
+use kubeadm_api::meta::{CLUSTER_NAME_LABEL, PRE_TERMINATE_HOOK_PREFIX};
 use serde_json::json;
 
 use crate::etcd::{EtcdCluster, EtcdOptions};
@@ -263,7 +264,20 @@ impl Double {
                     .get(&node)
                     .cloned()
                     .unwrap_or_else(|| "https://127.0.0.1:2379".to_owned());
-                start_static_pods(&self.client, &name, &etcd_url, &[]).await;
+                // Labelled with the cluster's name, so that a filtering front can show each cluster
+                // only its own pods when several share this server.
+                let cluster = machine
+                    .labels()
+                    .get(CLUSTER_NAME_LABEL)
+                    .cloned()
+                    .unwrap_or_default();
+                start_static_pods(
+                    &self.client,
+                    &name,
+                    &etcd_url,
+                    &[(CLUSTER_NAME_LABEL, &cluster)],
+                )
+                .await;
             }
         }
         patched

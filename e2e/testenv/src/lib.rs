@@ -11,6 +11,7 @@ pub mod clusterctl;
 pub mod containerd;
 pub mod core_double;
 pub mod etcd;
+pub mod front;
 pub mod images;
 pub mod kubeadm;
 pub mod management;

@@ -7,7 +7,7 @@
 //! workload side of every cluster is one of a few real kube-apiservers shared by
 //! `BENCH_SCALE_PER_WORKLOAD` clusters (default 50), each cluster's Nodes and mirror Pods named apart and
 //! labelled with its name. Each cluster reaches its server through a filtering front of its own
-//! ([`e2e_tests::front`]) that narrows pod and Node reads to that label, so that a cluster sees only its
+//! ([`testenv::front`]) that narrows pod and Node reads to that label, so that a cluster sees only its
 //! own objects, as a real one does (`BENCH_SCALE_UNFILTERED=1` connects the clusters to the shared servers
 //! directly instead).
 //! A small double in this benchmark plays core Cluster API and the machines: it hands each Machine its
@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use e2e_tests::env::manager_binary;
-use e2e_tests::front::Front;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -48,6 +47,7 @@ use kubeadm_api::meta::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use serde_json::json;
 use testenv::ManagementPlane;
 use testenv::core_double::{kubeadm_init_uploaded_config, start_static_pods};
+use testenv::front::Front;
 use testenv::manager::ManagerProcess;
 
 const NS: &str = "default";

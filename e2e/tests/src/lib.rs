@@ -1,15 +1,13 @@
 //! What the end-to-end scenarios share: a management plane with every CRD, both managers as processes
 //! serving their webhooks, the simulator, cluster templates rendered as `controlplane-manager generate
 //! cluster` renders them, an etcd observer that samples the workload cluster's member list, the seeded
-//! crash trials of the chaos test and `make soak`, the filtering front of `make bench-scale`, and where a
-//! real node's boot goes (`make bench-real`).
+//! crash trials of the chaos test and `make soak`, and where a real node's boot goes (`make bench-real`).
 
 pub mod api_probe;
 pub mod boot_timeline;
 pub mod chaos;
 pub mod env;
 pub mod etcd_watch;
-pub mod front;
 pub mod installed;
 
 pub use env::Env;

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use e2e_tests::front::Front;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::ResourceExt;
@@ -13,6 +12,7 @@ use kube::runtime::watcher;
 use kubeadm_api::meta::CLUSTER_NAME_LABEL;
 use testenv::ManagementPlane;
 use testenv::core_double::{kubeadm_init_uploaded_config, start_static_pods};
+use testenv::front::Front;
 
 const ETCD: &str = "https://etcd.example:2379";
 

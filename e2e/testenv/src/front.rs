@@ -47,7 +47,7 @@ impl Front {
     /// `label=value`.
     pub async fn start(
         upstream: kube::Client,
-        serving: &testenv::pki::CertPair,
+        serving: &crate::pki::CertPair,
         label: &str,
         value: &str,
     ) -> std::io::Result<Self> {
@@ -62,14 +62,14 @@ impl Front {
     /// A front before `server` (its CA serves as the cluster's), with a connection of its own to the
     /// server, as the cluster's own API server would be.
     pub async fn before(
-        server: &testenv::KubeApiServer,
+        server: &crate::KubeApiServer,
         label: &str,
         value: &str,
     ) -> Result<Self, String> {
-        let ca = testenv::pki::Ca::from_pem(server.ca_pem(), server.ca_key_pem())
+        let ca = crate::pki::Ca::from_pem(server.ca_pem(), server.ca_key_pem())
             .map_err(|e| e.to_string())?;
         let serving = ca
-            .issue(value, None, &["127.0.0.1"], testenv::pki::Usage::Server)
+            .issue(value, None, &["127.0.0.1"], crate::pki::Usage::Server)
             .map_err(|e| e.to_string())?;
         let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(false))
             .map_err(|e| e.to_string())?;
@@ -93,7 +93,7 @@ impl Drop for Front {
     }
 }
 
-fn acceptor(serving: &testenv::pki::CertPair) -> Result<TlsAcceptor, String> {
+fn acceptor(serving: &crate::pki::CertPair) -> Result<TlsAcceptor, String> {
     let certs = CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("serving certificate: {e}"))?;
