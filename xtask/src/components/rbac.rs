@@ -68,7 +68,6 @@ pub(super) const SERVICE_ACCOUNT: &str = "manager";
 const MANAGER_ROLE: &str = "manager-role";
 const MANAGER_ROLE_BINDING: &str = "manager-rolebinding";
 const AGGREGATED_ROLE: &str = "aggregated-manager-role";
-const AGGREGATED_ROLE_BINDING: &str = "aggregated-manager-rolebinding";
 const INFRASTRUCTURE_ROLE: &str = "infrastructure-role";
 const LEADER_ELECTION_ROLE: &str = "leader-election-role";
 const LEADER_ELECTION_ROLE_BINDING: &str = "leader-election-rolebinding";
@@ -112,9 +111,21 @@ fn policies(rules: &[Rule]) -> Vec<PolicyRule> {
 }
 
 /// ClusterRoles of `provider`, in the order they are written.
+/// The names and role references are Cluster API's own, so that each side's components install over
+/// what the other left: `clusterctl delete` leaves a provider's ClusterRoles and ClusterRoleBindings
+/// behind (it deletes only cluster-scoped objects named after the provider's namespace), and a binding's
+/// `roleRef` cannot change. The control plane's manager role is therefore one of those its aggregated
+/// role gathers, and the manager is bound to the aggregated role alone, as Cluster API's is.
 pub(super) fn cluster_roles(provider: Provider, naming: &Naming) -> Vec<ClusterRole> {
+    let mut metadata = naming.cluster_scoped(MANAGER_ROLE);
+    if provider == Provider::ControlPlane {
+        metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(CONTROLPLANE_AGGREGATION_LABEL.to_owned(), "true".to_owned());
+    }
     let mut roles = vec![ClusterRole {
-        metadata: naming.cluster_scoped(MANAGER_ROLE),
+        metadata,
         rules: Some(policies(provider.rules())),
         ..Default::default()
     }];
@@ -157,18 +168,16 @@ pub(super) fn cluster_role_bindings(
     provider: Provider,
     naming: &Naming,
 ) -> Vec<ClusterRoleBinding> {
-    let mut bound = vec![(MANAGER_ROLE_BINDING, MANAGER_ROLE)];
-    if provider == Provider::ControlPlane {
-        bound.push((AGGREGATED_ROLE_BINDING, AGGREGATED_ROLE));
-    }
-    bound
-        .into_iter()
-        .map(|(binding, role)| ClusterRoleBinding {
-            metadata: naming.cluster_scoped(binding),
-            role_ref: role_ref("ClusterRole", naming.name(role)),
-            subjects: Some(vec![subject(naming)]),
-        })
-        .collect()
+    // See [`cluster_roles`]: the roles a manager is bound to are Cluster API's.
+    let role = match provider {
+        Provider::Bootstrap => MANAGER_ROLE,
+        Provider::ControlPlane => AGGREGATED_ROLE,
+    };
+    vec![ClusterRoleBinding {
+        metadata: naming.cluster_scoped(MANAGER_ROLE_BINDING),
+        role_ref: role_ref("ClusterRole", naming.name(role)),
+        subjects: Some(vec![subject(naming)]),
+    }]
 }
 
 pub(super) fn leader_election_role(naming: &Naming) -> Role {

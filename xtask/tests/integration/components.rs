@@ -724,3 +724,50 @@ fn the_image_holds_what_the_deployments_run() {
         );
     }
 }
+
+/// `clusterctl delete` leaves a provider's ClusterRoles and ClusterRoleBindings behind, and a binding's
+/// `roleRef` cannot change: our components install over Cluster API's (and Cluster API's over ours)
+/// only when each binding has the name and role reference Cluster API v1.14's components give it.
+#[test]
+fn cluster_role_bindings_are_cluster_apis_so_each_side_installs_over_the_other() {
+    for (provider, expected) in [
+        (
+            Provider::Bootstrap,
+            (
+                "capi-kubeadm-bootstrap-manager-rolebinding",
+                "capi-kubeadm-bootstrap-manager-role",
+            ),
+        ),
+        (
+            Provider::ControlPlane,
+            (
+                "capi-kubeadm-control-plane-manager-rolebinding",
+                "capi-kubeadm-control-plane-aggregated-manager-role",
+            ),
+        ),
+    ] {
+        let parsed = components(provider);
+        let bindings: Vec<(&str, &str)> = parsed
+            .cluster_role_bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.metadata.name.as_deref().unwrap(),
+                    b.role_ref.name.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(bindings, [expected], "{provider:?}");
+    }
+    // The control plane's own rules reach its manager through the aggregated role, as Cluster API's do.
+    let parsed = components(Provider::ControlPlane);
+    let manager = parsed
+        .cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("capi-kubeadm-control-plane-manager-role"))
+        .expect("the manager role");
+    assert_eq!(
+        manager.metadata.labels.as_ref().unwrap()[components::rbac::CONTROLPLANE_AGGREGATION_LABEL],
+        "true"
+    );
+}
