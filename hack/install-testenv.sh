@@ -14,7 +14,7 @@
 #     as `kubeadm-v1beta3` (hack/tools/k8s-v1beta3), which reads the kubeadm API v1beta3 configurations
 #     written for Kubernetes < 1.31, and Cluster API's own managers and clusterctl of sigs.k8s.io/cluster-api
 #     (hack/tools/capi) with the CRDs and webhook manifests of that module, and kustomize
-#     (hack/tools/kustomize), which builds Cluster API's core components from them, and clusterctl-envsubst
+#     (hack/tools/kustomize), which builds Cluster API's providers' components from them, and clusterctl-envsubst
 #     (hack/tools/envsubst: clusterctl's own template processor, which `generate cluster` is compared with
 #     in the tests); and the other releases a
 #     simulated node runs when its Machine says so: kube-apiserver and kubeadm of each hack/tools/k8s-1.N,
@@ -627,9 +627,9 @@ build_etcd_module() {
 
 # The manifests of the sigs.k8s.io/cluster-api version required in hack/tools/capi/go.mod, copied from the
 # module into $1/config: for each manager its CRDs (crd/), the kustomization of the CRDs
-# (crd-kustomization.yaml: the labels the release adds) and webhook/manifests.yaml; the core's whole
-# config/ folder as core/kustomize/ (what its release's core-components.yaml is built from with
-# `kustomize build core/kustomize/default`) and the module's metadata.yaml (its releaseSeries).
+# (crd-kustomization.yaml: the labels the release adds), webhook/manifests.yaml and its whole config/
+# folder as <part>/kustomize/ (what its release's components file is built from with `kustomize build
+# <part>/kustomize/default`); and the module's metadata.yaml (its releaseSeries).
 copy_capi_config() {
   local dir="$1" module_dir part from
   module_dir=$(module_go "$CAPI_SRC" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) \
@@ -644,10 +644,13 @@ copy_capi_config() {
     # Its labels (the contract labels of the kubeadm providers' CRDs) are part of the release's CRDs.
     cp "$from/crd/kustomization.yaml" "$dir/config.tmp/${part%%:*}/crd-kustomization.yaml"
     cp "$from/webhook/manifests.yaml" "$dir/config.tmp/${part%%:*}/webhook/"
+    # The whole kustomization, which `kustomize build` makes the provider's release components of
+    # (testenv::capi::ClusterApi::components).
+    [ -f "$from/default/kustomization.yaml" ] \
+      || die "sigs.k8s.io/cluster-api in $module_dir has no ${part#*:}/config/default/kustomization.yaml"
+    cp -r "$from" "$dir/config.tmp/${part%%:*}/kustomize"
   done
-  [ -f "$module_dir/core/config/default/kustomization.yaml" ] && [ -f "$module_dir/metadata.yaml" ] \
-    || die "sigs.k8s.io/cluster-api in $module_dir has no core/config/default/kustomization.yaml or metadata.yaml"
-  cp -r "$module_dir/core/config" "$dir/config.tmp/core/kustomize"
+  [ -f "$module_dir/metadata.yaml" ] || die "sigs.k8s.io/cluster-api in $module_dir has no metadata.yaml"
   cp "$module_dir/metadata.yaml" "$dir/config.tmp/metadata.yaml"
   chmod -R u+w "$dir/config.tmp"
   rm -rf "$dir/config"
@@ -923,9 +926,11 @@ else
   else
     capi_bins=(cluster-api-manager clusterctl capi-kubeadm-bootstrap-manager capi-kubeadm-control-plane-manager)
   fi
-  # A build cached before config/metadata.yaml was copied gets its manifests without a rebuild.
+  # A build cached before config/metadata.yaml or the kubeadm providers' kustomizations were copied gets
+  # its manifests without a rebuild.
   capi_dir=$(current_dir "$CAPI_SRC" capi)
-  if [ -x "$capi_dir/bin/cluster-api-manager" ] && [ ! -f "$capi_dir/config/metadata.yaml" ]; then
+  if [ -x "$capi_dir/bin/cluster-api-manager" ] \
+    && { [ ! -f "$capi_dir/config/metadata.yaml" ] || [ ! -d "$capi_dir/config/controlplane/kustomize/default" ]; }; then
     say "copying Cluster API's manifests into $capi_dir/config"
     ( use_machine_go "$(go_min_minor "$CAPI_SRC")" hack/tools/capi && copy_capi_config "$capi_dir" )
   fi

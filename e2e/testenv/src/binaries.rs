@@ -194,7 +194,7 @@ pub fn cluster_api_manager() -> Result<PathBuf, Error> {
 }
 
 /// kustomize, built by `hack/install-testenv.sh` from `hack/tools/kustomize`: builds Cluster API's core
-/// components from the release's `config/` (see [`crate::capi::ClusterApi::core_components`]).
+/// components from the release's `config/` (see [`crate::capi::ClusterApi::components`]).
 /// `$KUSTOMIZE` overrides.
 pub fn kustomize() -> Result<PathBuf, Error> {
     current_tool("kustomize", "KUSTOMIZE", ToolModule::Kustomize)

@@ -1,6 +1,6 @@
 //! Cluster API's own release as `hack/install-testenv.sh` builds it from `hack/tools/capi`: the core
-//! manager, clusterctl, the kubeadm bootstrap and control-plane managers, and each manager's CRDs and
-//! webhook manifests copied from the same module. [`start_core`] runs the core manager against a
+//! manager, clusterctl, the kubeadm bootstrap and control-plane managers, and each manager's CRDs,
+//! webhook manifests and kustomization (its release components) copied from the same module. [`start_core`] runs the core manager against a
 //! management plane the way its release manifests would, minus the Pod: its CRDs with their conversion
 //! webhook, its admission webhooks, and the process serving both on loopback.
 
@@ -120,11 +120,23 @@ impl ClusterApi {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
-    /// The core provider's components as its release ships them (`core-components.yaml`): what
-    /// `kustomize build` makes of the module's `core/config/default`, clusterctl variables unfilled.
-    pub fn core_components(&self) -> Result<String> {
+    /// A provider's components as its release ships them (`core-components.yaml`,
+    /// `bootstrap-components.yaml`, `control-plane-components.yaml`): what `kustomize build` makes of
+    /// the module's `<part>/config/default`, clusterctl variables unfilled.
+    pub fn components(&self, part: Part) -> Result<String> {
         let kustomize = crate::binaries::kustomize()?;
-        let folder = self.dir.join("config/core/kustomize/default");
+        let folder = self
+            .dir
+            .join("config")
+            .join(part.folder())
+            .join("kustomize/default");
+        if !folder.is_dir() {
+            return Err(Error::Other(format!(
+                "{} is missing: the release was cached before its kustomizations were copied; run \
+                 `hack/install-testenv.sh`",
+                folder.display()
+            )));
+        }
         let out = std::process::Command::new(&kustomize)
             .arg("build")
             .arg(&folder)

@@ -6,7 +6,8 @@
 //!   [`issue_certificates`] then does what cert-manager and its CA injector would: a serving
 //!   certificate Secret for every `Certificate`, and the CA in every object annotated
 //!   `cert-manager.io/inject-ca-from`.
-//! - **kube-controller-manager's ClusterRole aggregation**: [`aggregate_cluster_roles`].
+//! - **kube-controller-manager's ClusterRole aggregation**: [`aggregate_cluster_roles`]; and its
+//!   namespace controller for the one namespace clusterctl deletes itself: [`finish_cert_manager_check`].
 //! - **the kubelet and the Service network**: [`run_deployment`] starts an installed Deployment's
 //!   `manager` container as a local process with the container's command, arguments and environment,
 //!   authenticated as the Deployment's ServiceAccount, its serving certificate from the mounted Secret;
@@ -27,7 +28,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Container, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Container, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -38,7 +39,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 
-use crate::capi::{CLUSTERCTL, ClusterApi};
+use crate::capi::{CLUSTERCTL, ClusterApi, Part};
 use crate::manager::{ManagerProcess, WebhookServing};
 use crate::pki::{Ca, Usage};
 use crate::{Error, ManagementPlane, Result, ports};
@@ -75,10 +76,39 @@ impl RepositoryProvider {
             label: "cluster-api".into(),
             version: release.version()?,
             files: vec![
-                (components_file.clone(), release.core_components()?),
+                (components_file.clone(), release.components(Part::Core)?),
                 ("metadata.yaml".into(), release.metadata_yaml()?),
             ],
             components_file,
+        })
+    }
+
+    /// Cluster API's kubeadm bootstrap or control-plane provider of `release` (`part`), named
+    /// `kubeadm` as clusterctl's built-in entries are: its components and `metadata.yaml`.
+    pub fn kubeadm(release: &ClusterApi, part: Part) -> Result<Self> {
+        let (kind, label, components_file) = match part {
+            Part::KubeadmBootstrap => (
+                "BootstrapProvider",
+                "bootstrap-kubeadm",
+                "bootstrap-components.yaml",
+            ),
+            Part::KubeadmControlPlane => (
+                "ControlPlaneProvider",
+                "control-plane-kubeadm",
+                "control-plane-components.yaml",
+            ),
+            Part::Core => return Self::core(release),
+        };
+        Ok(Self {
+            name: "kubeadm".into(),
+            kind: kind.into(),
+            label: label.into(),
+            version: release.version()?,
+            files: vec![
+                (components_file.into(), release.components(part)?),
+                ("metadata.yaml".into(), release.metadata_yaml()?),
+            ],
+            components_file: components_file.into(),
         })
     }
 
@@ -343,6 +373,36 @@ pub async fn issue_certificates(plane: &ManagementPlane) -> Result<()> {
             .replace(&config.name_any(), &Default::default(), &config)
             .await?;
     }
+    Ok(())
+}
+
+/// The namespace of the test objects clusterctl creates and deletes to see that cert-manager answers.
+const CERT_MANAGER_TEST_NAMESPACE: &str = "cert-manager-test";
+
+/// What kube-controller-manager's namespace controller does for the namespace clusterctl deletes after
+/// its cert-manager check (`cert-manager-test`, emptied by clusterctl itself): its `kubernetes`
+/// finalizer goes, and with it the namespace. Without this, the namespace stays terminating, the next
+/// `clusterctl init` cannot create its test objects in it, takes cert-manager for absent and tries to
+/// download it.
+pub async fn finish_cert_manager_check(client: &kube::Client) -> Result<()> {
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let Some(mut namespace) = namespaces.get_opt(CERT_MANAGER_TEST_NAMESPACE).await? else {
+        return Ok(());
+    };
+    if namespace.metadata.deletion_timestamp.is_none() {
+        return Ok(());
+    }
+    if let Some(spec) = namespace.spec.as_mut() {
+        spec.finalizers = None;
+    }
+    let body = serde_json::to_vec(&namespace).map_err(|e| Error::Other(e.to_string()))?;
+    let request = http::Request::put(format!(
+        "/api/v1/namespaces/{CERT_MANAGER_TEST_NAMESPACE}/finalize"
+    ))
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(body)
+    .map_err(|e| Error::Other(e.to_string()))?;
+    client.request::<Namespace>(request).await?;
     Ok(())
 }
 

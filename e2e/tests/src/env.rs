@@ -18,6 +18,8 @@ use testenv::ManagementPlane;
 use testenv::apiserver::ApiServerOptions;
 use testenv::manager::ManagerProcess;
 
+pub use crate::installed::Kubeadm;
+
 pub const NS: &str = "default";
 /// The cluster template this project ships for simulated infrastructure.
 pub const SIM_TEMPLATE: &str = concat!(
@@ -52,11 +54,12 @@ pub struct Env {
     pub core: ManagerProcess,
     /// Our managers; empty in the peer's world.
     pub managers: Vec<Manager>,
-    /// Cluster API's own kubeadm managers in the peer's world ([`Env::start_peer`]); else empty.
+    /// Cluster API's own kubeadm managers in the peer's world ([`Env::start_peer`],
+    /// [`Env::start_installed_cluster_api`]); else empty.
     pub peer: Vec<ManagerProcess>,
     /// Our managers as `clusterctl init` installed them ([`Env::start_installed`]); else empty.
     pub installed: Vec<ManagerProcess>,
-    /// Our managers that [`Env::switch_to_peer`] stopped: their logs are still ours to check.
+    /// Our managers that [`Env::switch_with_clusterctl`] stopped: their logs are still ours to check.
     retired: Vec<ManagerProcess>,
     /// The clusterctl repository and configuration the providers were installed from, if they were.
     pub clusterctl: Option<testenv::clusterctl::Repository>,
@@ -409,7 +412,13 @@ impl Env {
 
     /// [`Env::start_installed`] with `more` in the clusterctl repository, not installed.
     pub async fn start_installed_with(more: Vec<testenv::clusterctl::RepositoryProvider>) -> Env {
-        Self::install(Sim::start, more).await
+        Self::install(Sim::start, Kubeadm::Ours, more).await
+    }
+
+    /// [`Env::start_installed`] with Cluster API's own kubeadm providers in place of ours (in
+    /// [`Env::peer`]), as a user's management cluster is before switching to ours.
+    pub async fn start_installed_cluster_api() -> Env {
+        Self::install(Sim::start, Kubeadm::ClusterApi, Vec::new()).await
     }
 
     /// [`Env::start_installed`] on a second management plane whose simulator shares `other`'s cloud:
@@ -417,6 +426,7 @@ impl Env {
     pub async fn start_installed_sharing(other: &Env) -> Env {
         Self::install(
             |client, options| other.sim.share_cloud(client, options),
+            Kubeadm::Ours,
             Vec::new(),
         )
         .await
@@ -424,6 +434,7 @@ impl Env {
 
     async fn install(
         sim: impl FnOnce(kube::Client, SimOptions) -> Sim,
+        kubeadm: Kubeadm,
         more: Vec<testenv::clusterctl::RepositoryProvider>,
     ) -> Env {
         init_tracing();
@@ -431,7 +442,7 @@ impl Env {
         let network = sim::netns::Fabric::create().expect("a bridge for the webhook Services");
         let host = std::net::IpAddr::V4(network.gateway());
         let plane = crate::installed::management_plane().await;
-        let installed = crate::installed::install(&plane, host, more)
+        let installed = crate::installed::install(&plane, host, kubeadm, more)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let client = plane.client().await.unwrap();
@@ -442,14 +453,21 @@ impl Env {
         );
         let mut managers = installed.managers.into_iter();
         let mut core = managers.next().expect("the core manager");
-        let mut ours: Vec<ManagerProcess> = managers.collect();
-        let mut manager_pids: Vec<u32> = ours.iter_mut().map(|m| m.process().pid()).collect();
+        let mut kubeadm_managers: Vec<ManagerProcess> = managers.collect();
+        let mut manager_pids: Vec<u32> = kubeadm_managers
+            .iter_mut()
+            .map(|m| m.process().pid())
+            .collect();
         manager_pids.push(core.process().pid());
+        let (ours, peer) = match kubeadm {
+            Kubeadm::Ours => (kubeadm_managers, Vec::new()),
+            Kubeadm::ClusterApi => (Vec::new(), kubeadm_managers),
+        };
         Env {
             sim,
             core,
             managers: Vec::new(),
-            peer: Vec::new(),
+            peer,
             installed: ours,
             retired: Vec::new(),
             clusterctl: Some(installed.repository),
@@ -469,76 +487,66 @@ impl Env {
         for mut manager in self.installed.drain(..) {
             manager.process().stop();
         }
-        testenv::clusterctl::issue_certificates(&self.plane)
-            .await
-            .unwrap();
-        testenv::clusterctl::aggregate_cluster_roles(&self.client)
-            .await
-            .unwrap();
-        let network = self
-            .service_network
-            .as_ref()
-            .expect("installed by clusterctl");
-        let host = std::net::IpAddr::V4(network.gateway());
-        self.installed = crate::installed::run_ours(&self.plane, host)
+        crate::installed::after_clusterctl(&self.plane)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        self.installed =
+            crate::installed::run_kubeadm(&self.plane, self.service_host(), Kubeadm::Ours)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
         for manager in &mut self.installed {
             self.manager_pids.push(manager.process().pid());
         }
     }
 
-    /// Replaces Cluster API's own kubeadm managers ([`Env::start_peer`]) by ours, as a user switching
-    /// providers under live clusters does: their processes stop, their webhook configurations go, our
-    /// CRDs (the same names: our schemas, conversion by our managers) replace theirs with every stored
-    /// object kept, and our managers start with `controlplane_args`.
-    pub async fn switch_to_ours(&mut self, controlplane_args: &[&str]) {
-        use testenv::capi::Part;
-        for mut manager in self.peer.drain(..) {
-            manager.process().stop();
-        }
-        for part in [Part::KubeadmBootstrap, Part::KubeadmControlPlane] {
-            testenv::webhooks::delete_configurations(&self.client, &part.webhook_configurations())
-                .await
-                .unwrap_or_else(|e| panic!("delete {}'s webhooks: {e}", part.binary()));
-        }
-        self.crds = all_crds();
-        self.plane
-            .install_crds(&self.crds)
-            .await
-            .expect("our CRDs replace Cluster API's");
-        self.managers = start_managers(&self.plane, &self.crds, &[], controlplane_args)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        for manager in &mut self.managers {
-            self.manager_pids.push(manager.process.process().pid());
-        }
+    /// Where the installed webhook Services' endpoints point.
+    fn service_host(&self) -> std::net::IpAddr {
+        let network = self
+            .service_network
+            .as_ref()
+            .expect("installed by clusterctl");
+        std::net::IpAddr::V4(network.gateway())
     }
 
-    /// The way back from [`Env::switch_to_ours`]: our managers stop, our webhook configurations go,
-    /// and Cluster API's own kubeadm managers start with their CRDs and webhooks.
-    pub async fn switch_to_peer(&mut self) {
-        for mut manager in self.managers.drain(..) {
-            manager.process.process().stop();
-            self.retired.push(manager.process);
-        }
-        for group in [
-            "bootstrap.cluster.x-k8s.io",
-            "controlplane.cluster.x-k8s.io",
-        ] {
-            testenv::webhooks::delete_configurations(
-                &self.client,
-                &testenv::webhooks::configurations_of(group),
-            )
+    /// Switches the installed kubeadm providers (ours, or Cluster API's in [`Env::peer`]) to `to`'s
+    /// with clusterctl, as a user swapping providers under live clusters does (see
+    /// [`crate::installed::switch`]): the old managers' processes stop once `clusterctl delete` removed
+    /// their Deployments (ours stay in [`Env::retired`] for their logs), and `to`'s run as their new
+    /// Deployments say. Returns clusterctl's output.
+    pub async fn switch_with_clusterctl(&mut self, to: Kubeadm) -> String {
+        let from = self
+            .clusterctl
+            .take()
+            .expect("providers installed by clusterctl");
+        let (old_ours, old_peer) = (
+            std::mem::take(&mut self.installed),
+            std::mem::take(&mut self.peer),
+        );
+        let retired = &mut self.retired;
+        let stop = || {
+            for mut manager in old_ours {
+                manager.process().stop();
+                retired.push(manager);
+            }
+            for mut manager in old_peer {
+                manager.process().stop();
+            }
+        };
+        let (repository, output) = crate::installed::switch(&self.plane, &from, to, stop)
             .await
-            .unwrap_or_else(|e| panic!("delete the webhooks of {group}: {e}"));
-        }
-        self.peer = start_peer_managers(&self.plane)
+            .unwrap_or_else(|e| panic!("switch to {} kubeadm providers: {e}", to.who()));
+        self.clusterctl = Some(repository);
+        let mut started = crate::installed::run_kubeadm(&self.plane, self.service_host(), to)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        for manager in &mut self.peer {
+        for manager in &mut started {
             self.manager_pids.push(manager.process().pid());
         }
+        match to {
+            Kubeadm::Ours => self.installed = started,
+            Kubeadm::ClusterApi => self.peer = started,
+        }
+        output
     }
 
     /// Kills manager `index` (0 bootstrap, 1 control plane) with SIGKILL and starts it again.

@@ -83,12 +83,30 @@ pub fn sim() -> RepositoryProvider {
     }
 }
 
+/// Whose kubeadm bootstrap and control-plane providers a repository offers under the name `kubeadm`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kubeadm {
+    Ours,
+    /// Cluster API's own, of the release its core comes from.
+    ClusterApi,
+}
+
+impl Kubeadm {
+    /// Who they are, in test output.
+    pub fn who(self) -> &'static str {
+        match self {
+            Kubeadm::Ours => "ours",
+            Kubeadm::ClusterApi => "Cluster API's",
+        }
+    }
+}
+
 /// What `clusterctl init` installed and the processes running its Deployments.
 pub struct Installed {
     pub repository: Repository,
     /// `clusterctl init`'s output.
     pub init_output: String,
-    /// Cluster API's core manager, then our bootstrap and control-plane managers.
+    /// Cluster API's core manager, then the kubeadm bootstrap and control-plane managers.
     pub managers: Vec<ManagerProcess>,
 }
 
@@ -105,36 +123,63 @@ pub async fn management_plane() -> ManagementPlane {
     .expect("management plane starts")
 }
 
+/// The local repository of `kubeadm`'s providers (named `kubeadm`), Cluster API's core and the simulated
+/// infrastructure, with `more` beside them, in a folder of its own below `plane`'s; and the references
+/// (`name:version`) of the core, bootstrap, control-plane and infrastructure providers to install.
+pub fn repository(
+    plane: &ManagementPlane,
+    kubeadm: Kubeadm,
+    more: Vec<RepositoryProvider>,
+) -> Result<(Repository, Vec<String>), String> {
+    let release = ClusterApi::find().map_err(|e| e.to_string())?;
+    let mut providers = vec![RepositoryProvider::core(&release).map_err(|e| e.to_string())?];
+    match kubeadm {
+        Kubeadm::Ours => {
+            providers.push(ours(Provider::Bootstrap));
+            providers.push(ours(Provider::ControlPlane));
+        }
+        Kubeadm::ClusterApi => {
+            for part in [Part::KubeadmBootstrap, Part::KubeadmControlPlane] {
+                providers
+                    .push(RepositoryProvider::kubeadm(&release, part).map_err(|e| e.to_string())?);
+            }
+        }
+    }
+    providers.push(sim());
+    let references = providers
+        .iter()
+        .map(RepositoryProvider::reference)
+        .collect();
+    providers.extend(more);
+    let folder = match kubeadm {
+        Kubeadm::Ours => "clusterctl",
+        Kubeadm::ClusterApi => "clusterctl-cluster-api",
+    };
+    let repository = Repository::create(
+        &plane.dir().join(folder),
+        &providers,
+        &[("CLUSTER_TOPOLOGY", "true")],
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((repository, references))
+}
+
 /// `clusterctl init --core cluster-api --bootstrap kubeadm --control-plane kubeadm --infrastructure
-/// sim` into `plane` (started by [`management_plane`]), then cert-manager's and the role aggregation
-/// controller's work, and the three Deployments as processes with their Services' endpoints at `host`.
-/// `more` goes into the repository too, not installed (e.g. a next release to upgrade to).
+/// sim` into `plane` (started by [`management_plane`]) with `kubeadm`'s providers, then cert-manager's
+/// and the role aggregation controller's work, and the three Deployments as processes with their
+/// Services' endpoints at `host`. `more` goes into the repository too, not installed (e.g. a next
+/// release to upgrade to).
 pub async fn install(
     plane: &ManagementPlane,
     host: IpAddr,
+    kubeadm: Kubeadm,
     more: Vec<RepositoryProvider>,
 ) -> Result<Installed, String> {
     let release = ClusterApi::find().map_err(|e| e.to_string())?;
     clusterctl::install_cert_manager_crds(plane)
         .await
         .map_err(|e| e.to_string())?;
-    let mut providers = vec![
-        RepositoryProvider::core(&release).map_err(|e| e.to_string())?,
-        ours(Provider::Bootstrap),
-        ours(Provider::ControlPlane),
-        sim(),
-    ];
-    providers.extend(more);
-    let references: Vec<String> = providers
-        .iter()
-        .map(RepositoryProvider::reference)
-        .collect();
-    let repository = Repository::create(
-        &plane.dir().join("clusterctl"),
-        &providers,
-        &[("CLUSTER_TOPOLOGY", "true")],
-    )
-    .map_err(|e| e.to_string())?;
+    let (repository, references) = repository(plane, kubeadm, more)?;
     let init_output = repository
         .run(
             &release,
@@ -152,13 +197,7 @@ pub async fn install(
             ],
         )
         .map_err(|e| e.to_string())?;
-    clusterctl::issue_certificates(plane)
-        .await
-        .map_err(|e| format!("cert-manager's work: {e}"))?;
-    let client = plane.client().await.map_err(|e| e.to_string())?;
-    clusterctl::aggregate_cluster_roles(&client)
-        .await
-        .map_err(|e| e.to_string())?;
+    after_clusterctl(plane).await?;
     let core = clusterctl::run_deployment(
         plane,
         "capi-system",
@@ -170,12 +209,92 @@ pub async fn install(
     .await
     .map_err(|e| format!("Cluster API's core manager: {e}"))?;
     let mut managers = vec![core];
-    managers.extend(run_ours(plane, host).await?);
+    managers.extend(run_kubeadm(plane, host, kubeadm).await?);
     Ok(Installed {
         repository,
         init_output,
         managers,
     })
+}
+
+/// What cert-manager and kube-controller-manager do after clusterctl created or changed components:
+/// serving certificates issued and injected, aggregated ClusterRoles filled, the namespace of
+/// clusterctl's cert-manager check gone.
+pub async fn after_clusterctl(plane: &ManagementPlane) -> Result<(), String> {
+    clusterctl::issue_certificates(plane)
+        .await
+        .map_err(|e| format!("cert-manager's work: {e}"))?;
+    let client = plane.client().await.map_err(|e| e.to_string())?;
+    clusterctl::finish_cert_manager_check(&client)
+        .await
+        .map_err(|e| format!("the namespace of clusterctl's cert-manager check: {e}"))?;
+    clusterctl::aggregate_cluster_roles(&client)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The kubeadm bootstrap and control-plane managers of `kubeadm` as processes of their installed
+/// Deployments.
+pub async fn run_kubeadm(
+    plane: &ManagementPlane,
+    host: IpAddr,
+    kubeadm: Kubeadm,
+) -> Result<Vec<ManagerProcess>, String> {
+    match kubeadm {
+        Kubeadm::Ours => run_ours(plane, host).await,
+        Kubeadm::ClusterApi => {
+            let release = ClusterApi::find().map_err(|e| e.to_string())?;
+            let mut managers = Vec::new();
+            for (part, namespace) in [
+                (Part::KubeadmBootstrap, "capi-kubeadm-bootstrap-system"),
+                (
+                    Part::KubeadmControlPlane,
+                    "capi-kubeadm-control-plane-system",
+                ),
+            ] {
+                let deployment =
+                    format!("{}controller-manager", namespace.trim_end_matches("system"));
+                let manager = clusterctl::run_deployment(
+                    plane,
+                    namespace,
+                    &deployment,
+                    &release.binary(part.binary()),
+                    Flags::ControllerRuntime,
+                    host,
+                )
+                .await
+                .map_err(|e| format!("{}: {e}", part.binary()))?;
+                managers.push(manager);
+            }
+            Ok(managers)
+        }
+    }
+}
+
+/// Switches `plane`'s kubeadm providers to `to`, as a user does with clusterctl: `clusterctl delete
+/// --bootstrap kubeadm --control-plane kubeadm` with the configuration they were installed from
+/// (`from`: their Deployments, RBAC and webhooks go; the CRDs and every object stay), then `stopped`
+/// (the old managers' pods end with their Deployments), then `clusterctl init --bootstrap kubeadm
+/// --control-plane kubeadm` from `to`'s repository, and cert-manager's work for what it created.
+/// Returns that repository and both commands' output; the new managers run with [`run_kubeadm`].
+pub async fn switch(
+    plane: &ManagementPlane,
+    from: &Repository,
+    to: Kubeadm,
+    stopped: impl FnOnce(),
+) -> Result<(Repository, String), String> {
+    let release = ClusterApi::find().map_err(|e| e.to_string())?;
+    let kinds = ["--bootstrap", "kubeadm", "--control-plane", "kubeadm"];
+    let mut output = from
+        .run(&release, plane, &[&["delete"][..], &kinds].concat())
+        .map_err(|e| e.to_string())?;
+    stopped();
+    let (repository, _) = repository(plane, to, Vec::new())?;
+    output += &repository
+        .run(&release, plane, &[&["init"][..], &kinds].concat())
+        .map_err(|e| e.to_string())?;
+    after_clusterctl(plane).await?;
+    Ok((repository, output))
 }
 
 /// Our bootstrap and control-plane managers as processes of their installed Deployments (again after

@@ -181,9 +181,14 @@ async fn clusterctl_init_installs_our_providers_and_their_webhooks_answer() {
     let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
     let network = sim::netns::Fabric::create().expect("a bridge for the webhook Services");
     let plane = installed::management_plane().await;
-    let installed = installed::install(&plane, std::net::IpAddr::V4(network.gateway()), Vec::new())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let installed = installed::install(
+        &plane,
+        std::net::IpAddr::V4(network.gateway()),
+        installed::Kubeadm::Ours,
+        Vec::new(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let output = &installed.init_output;
     assert!(
         output.contains("Skipping installing cert-manager"),

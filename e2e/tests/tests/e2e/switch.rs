@@ -1,13 +1,15 @@
 //! Switching a live management plane from Cluster API's own kubeadm managers to ours and back, as a user
-//! swapping providers under running clusters: nothing the other side made may look outdated, no
-//! Machine comes or goes, no Secret is rewritten, no etcd member changes, until the user asks for a
-//! change; then the new side scales and rolls the other's machines.
+//! swapping providers under running clusters does it, with clusterctl (`clusterctl delete --bootstrap
+//! kubeadm --control-plane kubeadm`, then `clusterctl init` of the other side's entries, as the how-to
+//! says): nothing the other side made may look outdated, no Machine comes or goes, no Secret is
+//! rewritten, no etcd member changes, until the user asks for a change; then the new side scales and
+//! rolls the other's machines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use e2e_tests::Env;
-use e2e_tests::env::NS;
+use e2e_tests::env::{Kubeadm, NS};
 use e2e_tests::etcd_watch::EtcdWatch;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -246,7 +248,7 @@ fn ours_settled_etcd(kcp: &KubeadmControlPlane) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switching_from_cluster_apis_providers_to_ours_and_back_rolls_nothing() {
     let started = Instant::now();
-    let mut env = Env::start_peer().await;
+    let mut env = Env::start_installed_cluster_api().await;
     let watch = apply_watched(&env, CLUSTER, 3, WORKERS).await;
     env.wait_control_plane(KCP, 3, step_timeout(), "Cluster API creates 3")
         .await;
@@ -266,7 +268,7 @@ async fn switching_from_cluster_apis_providers_to_ours_and_back_rolls_nothing() 
 
     // Go → ours: nothing the Go managers made is outdated for ours.
     let before = AtRest::look(&env, &watch, &workload).await;
-    env.switch_to_ours(&[]).await;
+    println!("{}", env.switch_with_clusterctl(Kubeadm::Ours).await);
     pids.extend(env.pids());
     assert_nothing_changes(
         &env,
@@ -299,7 +301,7 @@ async fn switching_from_cluster_apis_providers_to_ours_and_back_rolls_nothing() 
     // compares every machine as soon as it starts (with an etcd argument ours once added and its
     // spec lacked, it began replacing machines within seconds), and it scales below.
     let before = AtRest::look(&env, &watch, &workload).await;
-    env.switch_to_peer().await;
+    println!("{}", env.switch_with_clusterctl(Kubeadm::ClusterApi).await);
     pids.extend(env.pids());
     assert_nothing_changes(&env, &watch, &workload, &before, "Cluster API", None).await;
     scale(&env, &watch, 5, "Cluster API: 3 → 5").await;
