@@ -147,34 +147,6 @@ pub fn configurations_of(group: &str) -> [String; 2] {
     [format!("{group}-defaulting"), format!("{group}-validation")]
 }
 
-/// Deletes the mutating and validating webhook configurations named `[mutating, validating]`; one
-/// already gone is no error.
-pub async fn delete_configurations(
-    client: &kube::Client,
-    [mutating, validating]: &[String; 2],
-) -> Result<()> {
-    let params = kube::api::DeleteParams::default();
-    gone(
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .delete(mutating, &params)
-            .await,
-    )?;
-    gone(
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .delete(validating, &params)
-            .await,
-    )
-}
-
-/// A deletion that found nothing to delete is done too.
-fn gone<T>(result: std::result::Result<T, kube::Error>) -> Result<()> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Registers the admission webhooks and CRD conversions of `group` with the API server, pointed at a
 /// manager's webhook server on loopback instead of the in-cluster Service.
 pub async fn route_group_to(
