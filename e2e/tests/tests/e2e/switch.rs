@@ -49,6 +49,29 @@ struct AtRest {
     joined: BTreeMap<String, Option<u64>>,
     /// The bootstrap token Secrets in the workload cluster's `kube-system`.
     tokens: BTreeSet<String>,
+    /// What a kubeadm manager writes to a workload cluster (kubeadm's ConfigMaps, Secrets, RBAC,
+    /// CoreDNS and kube-proxy), `Kind/namespace/name` → resourceVersion: at rest neither side
+    /// writes there.
+    workload: BTreeMap<String, String>,
+}
+
+/// The workload kinds [`AtRest::workload`] covers, all namespaces: no controller of the simulated
+/// nodes writes them at rest (the simulator runs no kube-controller-manager), so any change is a
+/// manager's.
+fn workload_kinds() -> Vec<ApiResource> {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    vec![
+        ApiResource::erase::<ConfigMap>(&()),
+        ApiResource::erase::<Secret>(&()),
+        ApiResource::erase::<Role>(&()),
+        ApiResource::erase::<RoleBinding>(&()),
+        ApiResource::erase::<ClusterRole>(&()),
+        ApiResource::erase::<ClusterRoleBinding>(&()),
+        ApiResource::erase::<Deployment>(&()),
+        ApiResource::erase::<DaemonSet>(&()),
+    ]
 }
 
 impl AtRest {
@@ -110,11 +133,38 @@ impl AtRest {
             .into_iter()
             .map(|s| s.name_any())
             .collect();
+        let mut written: BTreeMap<String, String> = BTreeMap::new();
+        for resource in workload_kinds() {
+            let api: Api<DynamicObject> = Api::all_with(workload.clone(), &resource);
+            for object in api.list(&ListParams::default()).await.unwrap().items {
+                written.insert(
+                    format!(
+                        "{}/{}/{}",
+                        resource.kind,
+                        object.namespace().unwrap_or_default(),
+                        object.name_any()
+                    ),
+                    object.resource_version().unwrap_or_default(),
+                );
+            }
+        }
+        // What kubeadm wrote and the managers keep: the comparison covers the objects that matter.
+        for kept in [
+            "ConfigMap/kube-system/kubeadm-config",
+            "ConfigMap/kube-system/coredns",
+            "DaemonSet/kube-system/kube-proxy",
+        ] {
+            assert!(
+                written.contains_key(kept),
+                "the workload cluster has no {kept}"
+            );
+        }
         AtRest {
             objects,
             members,
             joined,
             tokens,
+            workload: written,
         }
     }
 
@@ -152,6 +202,17 @@ impl AtRest {
                 "bootstrap tokens {:?} → {:?}",
                 before.tokens, self.tokens
             ));
+        }
+        let names: BTreeSet<&String> = before.workload.keys().chain(self.workload.keys()).collect();
+        for name in names {
+            match (before.workload.get(name), self.workload.get(name)) {
+                (Some(_), None) => changes.push(format!("workload {name} deleted")),
+                (None, Some(_)) => changes.push(format!("workload {name} created")),
+                (Some(old), Some(now)) if old != now => changes.push(format!(
+                    "workload {name} written (resourceVersion {old} → {now})"
+                )),
+                _ => {}
+            }
         }
         changes
     }
@@ -191,7 +252,12 @@ async fn assert_nothing_changes(
         quiet_window(),
         env.diagnostics().await
     );
-    println!("{side}: nothing changed in {:.0?}", started.elapsed());
+    println!(
+        "{side}: nothing changed in {:.0?} ({} management objects, {} workload objects)",
+        started.elapsed(),
+        before.objects.len(),
+        before.workload.len()
+    );
 }
 
 /// Waits until the workers are ready and every Machine has a Node: a cluster at rest.
