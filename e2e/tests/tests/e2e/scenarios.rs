@@ -1007,6 +1007,8 @@ pub(crate) async fn three_voters_and_their_leader(
 }
 
 /// Waits until none of `old` is a control-plane machine and 3 others are, settled; returns their names.
+/// Only `old` go meanwhile: every other control-plane Machine seen while it waits is there at the end
+/// (what Cluster API's own e2e asserts of a rollout: no Machine replaced twice for one change).
 pub(crate) async fn replaced(
     env: &Env,
     cluster: &str,
@@ -1015,8 +1017,10 @@ pub(crate) async fn replaced(
     timeout: Duration,
 ) -> Vec<String> {
     let deadline = Instant::now() + timeout;
+    let mut seen: BTreeSet<String> = BTreeSet::new();
     loop {
         let names = control_plane_machine_names(env, cluster).await;
+        seen.extend(names.iter().cloned());
         if names.iter().all(|n| !old.contains(n)) {
             break;
         }
@@ -1029,7 +1033,18 @@ pub(crate) async fn replaced(
     }
     env.wait_control_plane(kcp, 3, step_timeout(), "replaced")
         .await;
-    control_plane_machine_names(env, cluster).await
+    let names = control_plane_machine_names(env, cluster).await;
+    seen.extend(names.iter().cloned());
+    let gone: Vec<&String> = seen
+        .iter()
+        .filter(|n| !old.contains(n) && !names.contains(n))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "replacing {old:?} also deleted {gone:?} (a machine replaced twice?); now {names:?}\n{}",
+        env.diagnostics().await
+    );
+    names
 }
 
 /// Waits until `machine` is gone and 3 others are the control plane and its only etcd voters; checks
