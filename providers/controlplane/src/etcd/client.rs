@@ -27,6 +27,10 @@ pub struct EtcdClientConfig {
     pub call_timeout: Duration,
     /// Defragmentation, and the longest pause between two chunks of a snapshot.
     pub maintenance_timeout: Duration,
+    /// A leadership transfer. etcd answers one within its request timeout, 5 s plus two election
+    /// timeouts (7 s with etcd's default election timeout, 10 s with Sovereign Cloud Stack's 2.5 s):
+    /// waiting longer than that, a transfer etcd completes under load is not taken for a timeout.
+    pub leader_transfer_timeout: Duration,
     /// How long a promotion is retried while the learner is not yet in sync with the leader.
     pub promote_retry_for: Duration,
     /// How long a membership change is retried while etcd calls the cluster unhealthy (it does for a few
@@ -42,6 +46,7 @@ impl Default for EtcdClientConfig {
             dial_timeout: Duration::from_secs(3),
             call_timeout: Duration::from_secs(5),
             maintenance_timeout: Duration::from_secs(60),
+            leader_transfer_timeout: Duration::from_secs(15),
             promote_retry_for: Duration::from_secs(30),
             membership_retry_for: Duration::from_secs(30),
             idle_client_ttl: Duration::from_secs(600),
@@ -487,7 +492,8 @@ impl WorkloadEtcd {
 
     /// Hands leadership to `target_id`. Only the leader accepts this: `endpoint` must be the leader's.
     pub async fn move_leader(&self, endpoint: &str, target_id: u64) -> Result<(), EtcdError> {
-        self.call(endpoint, "move leader", |mut c| async move {
+        let timeout = self.config().leader_transfer_timeout;
+        self.call_within(endpoint, "move leader", timeout, |mut c| async move {
             c.move_leader(target_id).await
         })
         .await
