@@ -9,5 +9,6 @@ pub mod chaos;
 pub mod env;
 pub mod etcd_watch;
 pub mod installed;
+pub mod replacements;
 
 pub use env::Env;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::Env;
 use e2e_tests::env::{NS, SIM_CLUSTER_CLASS, SIM_TOPOLOGY_TEMPLATE, render_template, wait_gone};
+use e2e_tests::replacements::Replacements;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
@@ -57,8 +58,10 @@ async fn wait_rolled(
     what: &str,
 ) -> BTreeSet<String> {
     let deadline = Instant::now() + STEP;
+    let mut replacements = Replacements::new();
     loop {
         let machines: Vec<Machine> = env.machines(CLUSTER).await;
+        replacements.saw(machines.iter().map(|m| m.name_any()));
         let ready = |m: &Machine| {
             m.meta().deletion_timestamp.is_none()
                 && m.spec.version.as_deref() == Some(version)
@@ -82,6 +85,11 @@ async fn wait_rolled(
             });
         if machines.len() == 2 && machines.iter().all(ready) && names.is_disjoint(old) && reconciled
         {
+            // Only the old machines went: none this change created was replaced again.
+            let now: Vec<String> = names.iter().cloned().collect();
+            if let Err(e) = replacements.check(what, &now, |n| old.contains(n)) {
+                panic!("{e}\n{}", env.diagnostics().await);
+            }
             return names;
         }
         assert!(

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use e2e_tests::Env;
 use e2e_tests::env::NS;
+use e2e_tests::replacements::Replacements;
 use kube::ResourceExt;
 use kube::api::Api;
 use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
@@ -157,8 +158,10 @@ async fn clusterctl_move_hands_a_running_cluster_over_and_the_target_rolls_it() 
         .cloned()
         .collect();
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let mut replacements = Replacements::new();
     loop {
         let names = machine_names(&target).await;
+        replacements.saw(&names);
         if control_plane_before.iter().all(|m| !names.contains(m)) {
             break;
         }
@@ -177,6 +180,13 @@ async fn clusterctl_move_hands_a_running_cluster_over_and_the_target_rolls_it() 
             "rolled on the target",
         )
         .await;
+    let now = machine_names(&target).await;
+    replacements.saw(&now);
+    if let Err(e) = replacements.check("the rollout on the target", &now, |n| {
+        control_plane_before.iter().any(|m| m == n)
+    }) {
+        panic!("{e}\n{}", target.diagnostics().await);
+    }
     assert_eq!(
         target.init_secrets(CLUSTER).await.len(),
         1,

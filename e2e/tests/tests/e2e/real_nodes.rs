@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use e2e_tests::api_probe::ApiProbe;
 use e2e_tests::env::{Env, NS, REAL_NODES_TEMPLATE, render_template};
 use e2e_tests::etcd_watch::EtcdWatch;
+use e2e_tests::replacements::Replacements;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -138,8 +139,13 @@ async fn roll_the_control_plane(
     );
     let first = control_plane_names(&env.machines(cluster).await);
     watch
-        .wait_voters(first, Duration::from_secs(120), "before the rollout")
+        .wait_voters(
+            first.clone(),
+            Duration::from_secs(120),
+            "before the rollout",
+        )
         .await;
+    let mut replacements = Replacements::new();
     let probe = ApiProbe::start(workload, Duration::from_millis(250));
     let mut bumped = vars.clone();
     bumped.insert("CONTROL_PLANE_MACHINE_GEN", "genc02".into());
@@ -154,6 +160,7 @@ async fn roll_the_control_plane(
             .into_iter()
             .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
             .collect();
+        replacements.saw(machines.iter().map(ResourceExt::name_any));
         let done = machines.len() == 3
             && machines.iter().all(|m| {
                 m.labels().get(generation).map(String::as_str) == Some("genc02")
@@ -170,6 +177,9 @@ async fn roll_the_control_plane(
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
+    if let Err(e) = replacements.check("real rollout", &rolled, |n| first.iter().any(|m| m == n)) {
+        panic!("{e}\n{}", env.diagnostics().await);
+    }
     watch
         .wait_voters(rolled, Duration::from_secs(120), "after the rollout")
         .await;
@@ -213,9 +223,11 @@ async fn remediate_a_powered_off_node(env: &Env, cluster: &str, watch: &EtcdWatc
     let powered_off = Instant::now();
     assert!(env.sim.lose(NS, &lost), "{lost} was not running");
     let deadline = Instant::now() + Duration::from_secs(900);
+    let mut replacements = Replacements::new();
     let after = loop {
         let machines = env.machines(cluster).await;
         let names = control_plane_names(&machines);
+        replacements.saw(&names);
         let settled = names.len() == 3
             && !names.contains(&lost)
             && machines.iter().all(|m| {
@@ -232,6 +244,9 @@ async fn remediate_a_powered_off_node(env: &Env, cluster: &str, watch: &EtcdWatc
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
+    if let Err(e) = replacements.check("remediation", &after, |n| n == lost) {
+        panic!("{e}\n{}", env.diagnostics().await);
+    }
     watch
         .wait_voters(after, Duration::from_secs(120), "after the remediation")
         .await;
@@ -288,7 +303,7 @@ async fn cloud_init_ran_what_we_asked(env: &Env, machines: usize) {
     }
 }
 
-async fn wait_workers(env: &Env, cluster: &str, workers: usize) {
+pub(crate) async fn wait_workers(env: &Env, cluster: &str, workers: usize) {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let machines: Vec<Machine> = env
@@ -464,7 +479,7 @@ async fn a_pod_reaches_a_service_by_name(workload: &kube::Client, workers: &[Str
 
 /// Once the environment is gone: no node's cgroup, mount, network namespace or record of this process
 /// is left, and the kernel settings are the machine's own again unless another process runs nodes.
-fn left_nothing_behind(pid: u32, dir: &Path, sysctls_before: &[String]) {
+pub(crate) fn left_nothing_behind(pid: u32, dir: &Path, sysctls_before: &[String]) {
     let suffix = format!("-{pid}");
     let cgroups: Vec<String> = std::fs::read_dir("/sys/fs/cgroup/pids")
         .unwrap()
