@@ -1,21 +1,12 @@
 # Both managers in one image, as the release manifests name it (KUBEADM_PROVIDERS_IMAGE, default
-# kubeadm-providers:v<version>); each Deployment runs its own binary (/bootstrap-manager,
-# /controlplane-manager). Build with `make image`.
-
-FROM docker.io/library/rust:1-bookworm AS build
-# etcd-client compiles etcd's protobufs with protoc.
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends protobuf-compiler \
- && rm -rf /var/lib/apt/lists/*
-WORKDIR /src
-COPY . .
-RUN cargo build --release --locked -p kubeadm-bootstrap -p kubeadm-controlplane \
-      --bin bootstrap-manager --bin controlplane-manager \
- && install -D -m 0755 target/release/bootstrap-manager /out/bootstrap-manager \
- && install -D -m 0755 target/release/controlplane-manager /out/controlplane-manager
-
-# glibc, CA certificates and a non-root user (65532), nothing else.
-FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /out/bootstrap-manager /out/controlplane-manager /
+# docker.io/library/kubeadm-providers:v<version>); each Deployment runs its own binary (/bootstrap-manager,
+# /controlplane-manager). Build with `make image`: hack/image.sh compiles the managers on the build
+# machine and lays out this file's context, target/image: the binaries under bin/, and under rootfs/ the
+# Debian packages they link against (glibc and libgcc of the build machine, so the loader is the one they
+# were linked with), its CA bundle and the non-root user 65532. Nothing is pulled, so the image builds
+# where no registry is reachable.
+FROM scratch
+COPY rootfs/ /
+COPY bin/bootstrap-manager bin/controlplane-manager /
 USER 65532:65532
 ENTRYPOINT ["/controlplane-manager"]

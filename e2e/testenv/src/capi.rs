@@ -122,7 +122,8 @@ impl ClusterApi {
 
     /// A provider's components as its release ships them (`core-components.yaml`,
     /// `bootstrap-components.yaml`, `control-plane-components.yaml`): what `kustomize build` makes of
-    /// the module's `<part>/config/default`, clusterctl variables unfilled.
+    /// the module's `<part>/config/default`, clusterctl variables unfilled, with the image and pull
+    /// policy its release sets ([`as_released`]).
     pub fn components(&self, part: Part) -> Result<String> {
         let kustomize = crate::binaries::kustomize()?;
         let folder = self
@@ -149,8 +150,9 @@ impl ClusterApi {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        String::from_utf8(out.stdout)
-            .map_err(|e| Error::Other(format!("kustomize build {}: {e}", folder.display())))
+        let built = String::from_utf8(out.stdout)
+            .map_err(|e| Error::Other(format!("kustomize build {}: {e}", folder.display())))?;
+        Ok(as_released(&built, &self.version()?))
     }
 
     /// The release's `metadata.yaml` (its release series and their contracts), as clusterctl reads it
@@ -428,4 +430,66 @@ fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
 
 fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value, file: &Path) -> Result<T> {
     serde_json::from_value(value).map_err(|e| Error::Other(format!("{}: {e}", file.display())))
+}
+
+/// Where the module's kustomizations point a manager's image (a development build) and where a release
+/// points it: Cluster API's `make release-manifests` sets the production registry and the release tag,
+/// and the pull policy `IfNotPresent`, so that a node holding the image never asks a registry for it.
+const DEVELOPMENT_REGISTRY: &str = "gcr.io/k8s-staging-cluster-api/";
+const RELEASE_REGISTRY: &str = "registry.k8s.io/cluster-api/";
+
+/// `components` (kustomize's output) as `version`'s release ships them: each manager image
+/// `gcr.io/k8s-staging-cluster-api/<name>:main` becomes `registry.k8s.io/cluster-api/<name>:<version>`,
+/// and `imagePullPolicy: Always` becomes `IfNotPresent`.
+pub fn as_released(components: &str, version: &str) -> String {
+    components
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            let indent = &line[..line.len() - trimmed.len()];
+            let (dash, rest) = match trimmed.strip_prefix("- ") {
+                Some(rest) => ("- ", rest),
+                None => ("", trimmed),
+            };
+            if let Some(image) = rest.strip_prefix("image: ")
+                && let Some(name) = image
+                    .strip_prefix(DEVELOPMENT_REGISTRY)
+                    .and_then(|i| i.strip_suffix(":main"))
+            {
+                format!("{indent}{dash}image: {RELEASE_REGISTRY}{name}:{version}")
+            } else if rest == "imagePullPolicy: Always" {
+                format!("{indent}{dash}imagePullPolicy: IfNotPresent")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[cfg(test)]
+mod release_tests {
+    use super::as_released;
+
+    #[test]
+    fn a_development_image_becomes_the_release_image_pulled_only_when_missing() {
+        let built = "spec:\n  containers:\n  - args:\n    - --leader-elect\n    \
+                     image: gcr.io/k8s-staging-cluster-api/cluster-api-controller:main\n    \
+                     imagePullPolicy: Always\n    name: manager\n  \
+                     - image: gcr.io/k8s-staging-cluster-api/kubeadm-control-plane-controller:main\n";
+        assert_eq!(
+            as_released(built, "v1.14.2"),
+            "spec:\n  containers:\n  - args:\n    - --leader-elect\n    \
+             image: registry.k8s.io/cluster-api/cluster-api-controller:v1.14.2\n    \
+             imagePullPolicy: IfNotPresent\n    name: manager\n  \
+             - image: registry.k8s.io/cluster-api/kubeadm-control-plane-controller:v1.14.2\n"
+        );
+    }
+
+    #[test]
+    fn other_images_and_policies_stay() {
+        let built = "image: example.org/other:main\nimagePullPolicy: Never\nname: Always\n";
+        assert_eq!(as_released(built, "v1.14.2"), built);
+    }
 }

@@ -193,8 +193,19 @@ impl Repository {
         plane: &ManagementPlane,
         args: &[&str],
     ) -> Result<String> {
+        self.run_against(release, plane.kubeconfig_path(), args)
+    }
+
+    /// Runs `clusterctl ARGS… --kubeconfig <kubeconfig>` against any cluster (a management cluster of
+    /// real nodes, say); its output (stdout, then stderr), or an error holding it.
+    pub fn run_against(
+        &self,
+        release: &ClusterApi,
+        kubeconfig: &Path,
+        args: &[&str],
+    ) -> Result<String> {
         let mut command = self.clusterctl(release, args);
-        command.arg("--kubeconfig").arg(plane.kubeconfig_path());
+        command.arg("--kubeconfig").arg(kubeconfig);
         let shown = format!("clusterctl {}", args.join(" "));
         let out = command
             .output()
@@ -217,7 +228,7 @@ impl Repository {
 
 /// cert-manager's `Issuer` and `Certificate` kinds (`cert-manager.io/v1`), schemaless: enough for
 /// clusterctl's check that cert-manager answers, and for the providers' objects of those kinds.
-pub async fn install_cert_manager_crds(plane: &ManagementPlane) -> Result<()> {
+pub async fn install_cert_manager_crds(client: &kube::Client) -> Result<()> {
     let crd = |kind: &str, plural: &str| -> Result<CustomResourceDefinition> {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -237,12 +248,14 @@ pub async fn install_cert_manager_crds(plane: &ManagementPlane) -> Result<()> {
         }))
         .map_err(|e| Error::Other(format!("cert-manager CRD {plural}: {e}")))
     };
-    plane
-        .install_crds(&[
+    crate::management::install_crds(
+        client,
+        &[
             crd("Issuer", "issuers")?,
             crd("Certificate", "certificates")?,
-        ])
-        .await
+        ],
+    )
+    .await
 }
 
 /// What cert-manager and its CA injector would do for every `Certificate` in the plane: a
@@ -252,8 +265,7 @@ pub async fn install_cert_manager_crds(plane: &ManagementPlane) -> Result<()> {
 /// `cert-manager.io/inject-ca-from: <namespace>/<Certificate>`, the `ca.crt` of that Certificate's
 /// Secret as `caBundle`. Idempotent: after `clusterctl upgrade` re-created the configurations, it
 /// injects the same CAs again.
-pub async fn issue_certificates(plane: &ManagementPlane) -> Result<()> {
-    let client = plane.client().await?;
+pub async fn issue_certificates(client: &kube::Client) -> Result<()> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "cert-manager.io",
         "v1",

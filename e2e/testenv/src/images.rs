@@ -49,6 +49,14 @@ impl Image {
         }
     }
 
+    /// An image of one static binary at `at`, its entrypoint: e.g. Cluster API's core manager (`/manager`)
+    /// tagged as its components name it.
+    pub fn of_binary(reference: &str, source: PathBuf, at: &str) -> Self {
+        let mut image = Self::new(reference).with_binary(source, at);
+        image.entrypoint = vec![at.to_owned()];
+        image
+    }
+
     fn with_binary(mut self, source: PathBuf, at: &str) -> Self {
         self.files.push((source, at.to_owned(), 0o755));
         self

@@ -164,6 +164,22 @@ pub fn repository(
     Ok((repository, references))
 }
 
+/// `clusterctl init` with `references` in order: the core, bootstrap and control-plane providers, and
+/// the infrastructure provider when there is a fourth.
+pub fn init_args(references: &[String]) -> Vec<&str> {
+    let flags = [
+        "--core",
+        "--bootstrap",
+        "--control-plane",
+        "--infrastructure",
+    ];
+    let mut args = vec!["init"];
+    for (flag, reference) in flags.into_iter().zip(references) {
+        args.extend([flag, reference.as_str()]);
+    }
+    args
+}
+
 /// `clusterctl init --core cluster-api --bootstrap kubeadm --control-plane kubeadm --infrastructure
 /// sim` into `plane` (started by [`management_plane`]) with `kubeadm`'s providers, then cert-manager's
 /// and the role aggregation controller's work, and the three Deployments as processes with their
@@ -176,26 +192,13 @@ pub async fn install(
     more: Vec<RepositoryProvider>,
 ) -> Result<Installed, String> {
     let release = ClusterApi::find().map_err(|e| e.to_string())?;
-    clusterctl::install_cert_manager_crds(plane)
+    let client = plane.client().await.map_err(|e| e.to_string())?;
+    clusterctl::install_cert_manager_crds(&client)
         .await
         .map_err(|e| e.to_string())?;
     let (repository, references) = repository(plane, kubeadm, more)?;
     let init_output = repository
-        .run(
-            &release,
-            plane,
-            &[
-                "init",
-                "--core",
-                &references[0],
-                "--bootstrap",
-                &references[1],
-                "--control-plane",
-                &references[2],
-                "--infrastructure",
-                &references[3],
-            ],
-        )
+        .run(&release, plane, &init_args(&references))
         .map_err(|e| e.to_string())?;
     after_clusterctl(plane).await?;
     let core = clusterctl::run_deployment(
@@ -221,10 +224,10 @@ pub async fn install(
 /// serving certificates issued and injected, aggregated ClusterRoles filled, the namespace of
 /// clusterctl's cert-manager check gone.
 pub async fn after_clusterctl(plane: &ManagementPlane) -> Result<(), String> {
-    clusterctl::issue_certificates(plane)
+    let client = plane.client().await.map_err(|e| e.to_string())?;
+    clusterctl::issue_certificates(&client)
         .await
         .map_err(|e| format!("cert-manager's work: {e}"))?;
-    let client = plane.client().await.map_err(|e| e.to_string())?;
     clusterctl::finish_cert_manager_check(&client)
         .await
         .map_err(|e| format!("the namespace of clusterctl's cert-manager check: {e}"))?;

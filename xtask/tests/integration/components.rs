@@ -671,13 +671,20 @@ fn the_local_repository_is_laid_out_as_clusterctl_reads_it() {
     assert_eq!(components::repository_files(&[]).len(), 4);
 }
 
-/// The Dockerfile builds the image the Deployments name: both binaries at the paths their `command`
-/// runs, the user their security context sets, and the Makefile tags it with the manifests' default.
+/// The Dockerfile builds the image the Deployments name: both binaries (built by `hack/image.sh`) at the
+/// paths their `command` runs, the user their security context sets, and the Makefile tags it with the
+/// manifests' default.
 #[test]
 fn the_image_holds_what_the_deployments_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let script = std::fs::read_to_string(root.join("hack/image.sh")).unwrap();
     let makefile = std::fs::read_to_string(root.join("Makefile")).unwrap();
+    let built = script
+        .lines()
+        .find_map(|l| l.strip_prefix("binaries=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("hack/image.sh names the binaries it builds");
     for provider in Provider::ALL {
         let parsed = components(provider);
         let pod = parsed.deployments[0]
@@ -692,8 +699,10 @@ fn the_image_holds_what_the_deployments_run() {
         let command = &container.command.as_ref().unwrap()[0];
         let binary = command.trim_start_matches('/');
         assert!(
-            dockerfile.contains(&format!("target/release/{binary} /out/{binary}"))
-                && dockerfile.contains(&format!("/out/{binary}")),
+            built.split(' ').any(|b| b == binary)
+                && dockerfile.lines().any(|l| l.starts_with("COPY ")
+                    && l.ends_with(" /")
+                    && l.contains(&format!(" bin/{binary} "))),
             "the image lacks {command}"
         );
         let image = container.image.as_deref().unwrap();

@@ -12,6 +12,7 @@ mod front;
 mod management_restart;
 mod partition;
 mod quickstart;
+mod real_management;
 mod real_nodes;
 mod restore;
 mod scenarios;

@@ -1,0 +1,461 @@
+//! The shipped artifact as users run it (`make e2e-real`): a management cluster of real nodes into which
+//! `clusterctl init` installs Cluster API's core and our bootstrap and control-plane providers, every
+//! manager a pod of an image in the nodes' containerd: ours as `make image` built it (its OCI archive),
+//! Cluster API's core manager packed from its Go build under the name its release's components give it.
+//! No registry is reachable here, so each image is imported into every node's containerd, as into nodes
+//! that cannot pull. cert-manager is the stand-in of `testenv::clusterctl` (its kinds, and the work of its
+//! issuer and CA injector done by the test): cert-manager itself is not built here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e_tests::env::{Env, NS, REAL_NODES_TEMPLATE, render_template};
+use e2e_tests::installed::init_args;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Resource, ResourceExt};
+use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use testenv::capi::{ClusterApi, Part};
+use testenv::clusterctl::{self, Repository, RepositoryProvider};
+use xtask::components::Provider;
+
+use crate::real_nodes::{left_nothing_behind, wait_workers};
+
+const CLUSTER: &str = "mgmt";
+/// Where `clusterctl init` puts each manager.
+const CORE_NAMESPACE: &str = "capi-system";
+const OUR_NAMESPACES: [&str; 2] = [
+    "capi-kubeadm-bootstrap-system",
+    "capi-kubeadm-control-plane-system",
+];
+/// Our managers' health endpoint, which serves `/metrics` too.
+const HEALTH_PORT: u16 = 9440;
+
+/// The OCI archive of our image that `make image OCI_ARCHIVE=…` writes (`make e2e-real` does first).
+fn our_image_archive() -> PathBuf {
+    let path = std::env::var_os("KUBEADM_PROVIDERS_IMAGE_ARCHIVE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/image/kubeadm-providers.tar")
+        });
+    assert!(
+        path.is_file(),
+        "{} is missing: `make image OCI_ARCHIVE={0}` builds it (`make e2e-real` does)",
+        path.display()
+    );
+    path
+}
+
+/// The image of the first container of the first Deployment in `components`.
+fn deployment_image(components: &str) -> String {
+    components
+        .split("\n---")
+        .filter(|doc| doc.contains("\nkind: Deployment"))
+        .flat_map(|doc| doc.lines())
+        .find_map(|line| {
+            let line = line.trim_start().trim_start_matches("- ");
+            line.strip_prefix("image: ").map(str::to_owned)
+        })
+        .expect("the components have a Deployment with an image")
+}
+
+/// Imports the image archive `tarball` into the containerd of the real node whose systemd is `init`,
+/// streamed to `ctr` on its standard input; returns what `ctr` printed (the image's name).
+fn import(init: u32, tarball: &Path) -> String {
+    let file = std::fs::File::open(tarball).unwrap();
+    let out = Command::new("nsenter")
+        .args(["--target", &init.to_string(), "--all", "--"])
+        .args(["ctr", "--namespace", "k8s.io", "images", "import", "-"])
+        .stdin(file)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "import {} into the node: {text}",
+        tarball.display()
+    );
+    text
+}
+
+/// The images each node's containerd holds by name (`ctr images list -q`).
+fn images_on(init: u32) -> Vec<String> {
+    let out = sim::nspawn::exec_in(
+        init,
+        &["ctr", "--namespace", "k8s.io", "images", "list", "-q"],
+    )
+    .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What the pods of `namespace` are doing, for a failure's message.
+async fn pods_of(client: &kube::Client, namespace: &str) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    pods.iter()
+        .map(|p| {
+            format!(
+                "{namespace}/{}: {:?}",
+                p.name_any(),
+                p.status.as_ref().map(|s| (
+                    s.phase.clone(),
+                    s.container_statuses
+                        .iter()
+                        .flatten()
+                        .map(|c| (c.ready, c.restart_count, c.state.clone()))
+                        .collect::<Vec<_>>()
+                ))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The pods of `namespace` with the end of their logs, and its Services' endpoints: what a failed call to
+/// a webhook Service needs explained.
+async fn what_serves(client: &kube::Client, namespace: &str) -> String {
+    let mut out = pods_of(client, namespace).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    for pod in pods
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let logs = pods
+            .logs(
+                &pod.name_any(),
+                &kube::api::LogParams {
+                    tail_lines: Some(40),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| e.to_string());
+        out.push_str(&format!("\nlogs of {}:\n{logs}", pod.name_any()));
+    }
+    let slices = Api::<EndpointSlice>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    for slice in slices {
+        out.push_str(&format!(
+            "\nEndpointSlice {}: ports {:?}, endpoints {:?}",
+            slice.name_any(),
+            slice.ports,
+            slice
+                .endpoints
+                .iter()
+                .map(|e| (&e.addresses, e.conditions.as_ref().and_then(|c| c.ready)))
+                .collect::<Vec<_>>()
+        ));
+    }
+    out
+}
+
+/// Whether every Deployment of `namespace` (there is at least one) has all its replicas available and
+/// up to date.
+async fn available(client: &kube::Client, namespace: &str) -> bool {
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    !deployments.is_empty()
+        && deployments.iter().all(|d| {
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            d.status.as_ref().is_some_and(|s| {
+                s.available_replicas == Some(want) && s.updated_replicas == Some(want)
+            })
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "minutes of real nodes and our release image; run by `make e2e-real`"]
+async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real_nodes() {
+    sim::nspawn::clean_up_after_dead_processes();
+    let sysctls_before = sim::nspawn::machine_sysctls_without_nodes();
+    let archive = our_image_archive();
+    let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
+    let mut env = Env::start(&[]).await;
+    let started = Instant::now();
+    let vars = BTreeMap::from([
+        ("CLUSTER_NAME", CLUSTER.to_owned()),
+        (
+            "KUBERNETES_VERSION",
+            testenv::binaries::ToolModule::KubernetesNode.version(),
+        ),
+        ("CONTROL_PLANE_MACHINE_COUNT", "1".to_owned()),
+        ("WORKER_MACHINE_COUNT", "1".to_owned()),
+    ]);
+    env.apply(&render_template(REAL_NODES_TEMPLATE, &vars))
+        .await;
+    env.wait_control_plane(
+        &format!("{CLUSTER}-control-plane"),
+        1,
+        Duration::from_secs(900),
+        "the management cluster's control plane",
+    )
+    .await;
+    wait_workers(&env, CLUSTER, 1).await;
+    println!(
+        "management cluster of 1 + 1 real nodes ready in {:.1?}",
+        started.elapsed()
+    );
+
+    // Every node holds both images, as a node with a registry would pull them.
+    let step = Instant::now();
+    let core = RepositoryProvider::core(&release).unwrap();
+    let core_image = deployment_image(&core.files[0].1);
+    let core_tarball = testenv::images::tarballs(&[testenv::images::Image::of_binary(
+        &core_image,
+        release.binary(Part::Core.binary()),
+        "/manager",
+    )])
+    .unwrap()
+    .remove(0);
+    let our_image = deployment_image(&xtask::components::components_yaml(Provider::ControlPlane));
+    let our_image = our_image
+        .split_once(":=")
+        .map(|(_, default)| default.trim_end_matches('}').to_owned())
+        .unwrap_or(our_image);
+    for machine in env.machines(CLUSTER).await {
+        let look = env
+            .sim
+            .view()
+            .real_node(NS, &machine.name_any())
+            .unwrap_or_else(|| panic!("{} is not a running real node", machine.name_any()));
+        import(look.init_pid, &core_tarball);
+        import(look.init_pid, &archive);
+        let held = images_on(look.init_pid);
+        for image in [&core_image, &our_image] {
+            assert!(
+                held.contains(image),
+                "{}: {image} not among {held:?}",
+                machine.name_any()
+            );
+        }
+    }
+    println!(
+        "{our_image} and {core_image} imported into every node in {:.1?}",
+        step.elapsed()
+    );
+
+    // clusterctl init, as a user runs it against the management cluster's kubeconfig.
+    let step = Instant::now();
+    let kubeconfig = e2e_tests::api_probe::workload_kubeconfig(&env.client, NS, CLUSTER)
+        .await
+        .unwrap();
+    let kubeconfig_path = env.plane.dir().join("management.kubeconfig");
+    std::fs::write(&kubeconfig_path, &kubeconfig).unwrap();
+    let management = testenv::apiserver::client_from_kubeconfig(&kubeconfig)
+        .await
+        .unwrap();
+    clusterctl::install_cert_manager_crds(&management)
+        .await
+        .unwrap();
+    let providers = vec![
+        core,
+        e2e_tests::installed::ours(Provider::Bootstrap),
+        e2e_tests::installed::ours(Provider::ControlPlane),
+    ];
+    let references: Vec<String> = providers
+        .iter()
+        .map(RepositoryProvider::reference)
+        .collect();
+    let repository =
+        Repository::create(&env.plane.dir().join("clusterctl-real"), &providers, &[]).unwrap();
+    let text = repository
+        .run_against(&release, &kubeconfig_path, &init_args(&references))
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("clusterctl init in {:.1?}:\n{text}", step.elapsed());
+
+    // The managers start once their serving certificates exist (the stand-in issues them); the kubelet
+    // probes their health endpoints through the pod network.
+    let step = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        clusterctl::issue_certificates(&management).await.unwrap();
+        let mut all = true;
+        for namespace in std::iter::once(CORE_NAMESPACE).chain(OUR_NAMESPACES) {
+            all &= available(&management, namespace).await;
+        }
+        if all {
+            break;
+        }
+        if Instant::now() > deadline {
+            let mut pods = String::new();
+            for namespace in std::iter::once(CORE_NAMESPACE).chain(OUR_NAMESPACES) {
+                pods.push_str(&pods_of(&management, namespace).await);
+                pods.push('\n');
+            }
+            panic!("the managers' Deployments are not available after 300 s:\n{pods}");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    println!(
+        "every manager's Deployment available in {:.1?}",
+        step.elapsed()
+    );
+
+    for namespace in OUR_NAMESPACES {
+        let pods = Api::<Pod>::namespaced(management.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        assert_eq!(pods.len(), 1, "{}", pods_of(&management, namespace).await);
+        let pod = &pods[0];
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some(our_image.as_str())
+        );
+        assert!(
+            spec.node_name.is_some(),
+            "{} is not scheduled",
+            pod.name_any()
+        );
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        assert!(
+            statuses.iter().all(|c| c.ready && c.restart_count == 0),
+            "{}",
+            pods_of(&management, namespace).await
+        );
+        // The leader is the pod: its identity is the pod's hostname and a random suffix.
+        let leases = Api::<Lease>::namespaced(management.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let holders: Vec<String> = leases
+            .iter()
+            .filter_map(|l| l.spec.as_ref()?.holder_identity.clone())
+            .collect();
+        assert!(
+            holders
+                .iter()
+                .any(|h| h.starts_with(&format!("{}_", pod.name_any()))),
+            "{namespace}: no Lease held by {}: {holders:?}",
+            pod.name_any()
+        );
+        // Metrics scraped once, through the API server's proxy to the pod.
+        let metrics = management
+            .request_text(
+                http::Request::get(format!(
+                    "/api/v1/namespaces/{namespace}/pods/{}:{HEALTH_PORT}/proxy/metrics",
+                    pod.name_any()
+                ))
+                .body(Vec::new())
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("kubeadm_management_api_requests_total"),
+            "{namespace}: {metrics}"
+        );
+    }
+
+    // The webhooks answer through their Services: a refused object names our rule, and an object of
+    // the older API version is converted by the pod.
+    let configs = Api::<KubeadmConfig>::namespaced(management.clone(), "default");
+    let refused: KubeadmConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+        "kind": "KubeadmConfig",
+        "metadata": {"name": "refused"},
+        "spec": {"files": [{
+            "path": "/etc/example",
+            "content": "a",
+            "contentFrom": {"secret": {"name": "example", "key": "value"}},
+        }]},
+    }))
+    .unwrap();
+    // A Service answers once kube-proxy has programmed its endpoint, shortly after the pod is ready:
+    // until then the API server's call is refused at the Service's address.
+    let asked = Instant::now();
+    let err = loop {
+        let err = configs
+            .create(&PostParams::default(), &refused)
+            .await
+            .expect_err("our webhook refuses a file with both content and contentFrom");
+        if !err.to_string().contains("connect: connection refused")
+            || asked.elapsed() > Duration::from_secs(30)
+        {
+            break err;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    println!(
+        "the validating webhook answered through its Service {:.1?} after the first call",
+        asked.elapsed()
+    );
+    if !err
+        .to_string()
+        .contains("only one of content or contentFrom")
+    {
+        panic!(
+            "{err}\n{}",
+            what_serves(&management, OUR_NAMESPACES[0]).await
+        );
+    }
+    let older = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "bootstrap.cluster.x-k8s.io",
+        "v1beta1",
+        "KubeadmConfig",
+    ));
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1",
+        "kind": "KubeadmConfig",
+        "metadata": {"name": "older", "namespace": "default"},
+        "spec": {"files": [{"path": "/etc/example", "content": "a"}]},
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(management.clone(), "default", &older)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let converted = configs.get("older").await.unwrap();
+    assert_eq!(
+        converted.spec.files.first().map(|f| f.path.as_str()),
+        Some("/etc/example"),
+        "{:?}",
+        converted.meta()
+    );
+    configs
+        .delete("older", &DeleteParams::default())
+        .await
+        .unwrap();
+    println!(
+        "image, clusterctl init, pods, leases, metrics and webhooks checked in {:.1?}",
+        started.elapsed()
+    );
+
+    drop(management);
+    env.assert_no_manager_exited();
+    let pid = std::process::id();
+    let dir = env.plane.dir().to_owned();
+    drop(env);
+    left_nothing_behind(pid, &dir, &sysctls_before);
+}
