@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e_tests::env::{Env, NS, REAL_NODES_TEMPLATE, render_template};
+use e2e_tests::env::{
+    Env, NS, REAL_NODES_TEMPLATE, apply_yaml, render_sim_template, render_template,
+};
 use e2e_tests::installed::init_args;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -21,6 +23,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 use kubeadm_api::bootstrap::v1beta2::KubeadmConfig;
+use kubeadm_api::cluster::v1beta2::{Cluster, Machine};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
+use sim::controller::{Core, Sim, SimOptions};
 use testenv::capi::{ClusterApi, Part};
 use testenv::clusterctl::{self, Repository, RepositoryProvider};
 use xtask::components::Provider;
@@ -28,6 +33,8 @@ use xtask::components::Provider;
 use crate::real_nodes::{left_nothing_behind, wait_workers};
 
 const CLUSTER: &str = "mgmt";
+/// The cluster the management cluster creates.
+const WORKLOAD: &str = "work";
 /// Where `clusterctl init` puts each manager.
 const CORE_NAMESPACE: &str = "capi-system";
 const OUR_NAMESPACES: [&str; 2] = [
@@ -170,6 +177,95 @@ async fn what_serves(client: &kube::Client, namespace: &str) -> String {
     out
 }
 
+/// Every container of every pod of `namespace` is ready and never restarted.
+async fn assert_running_without_restart(client: &kube::Client, namespace: &str) {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let fine = !pods.is_empty()
+        && pods.iter().all(|p| {
+            let statuses = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            statuses.is_some_and(|all| all.iter().all(|c| c.ready && c.restart_count == 0))
+        });
+    assert!(fine, "{}", what_serves(client, namespace).await);
+}
+
+/// Waits until `cluster`'s control plane and workers on the management cluster `client` are ready: the
+/// control plane's replicas ready and up to date, every Machine with its Node.
+async fn wait_workload_ready(client: &kube::Client, cluster: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let kcps = Api::<KubeadmControlPlane>::namespaced(client.clone(), NS);
+    let machines = Api::<Machine>::namespaced(client.clone(), NS);
+    let of_cluster =
+        ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"));
+    loop {
+        let status = kcps
+            .get_opt(&format!("{cluster}-control-plane"))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|k| k.status);
+        let listed = machines
+            .list(&of_cluster)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let control_plane_ready = status
+            .as_ref()
+            .is_some_and(|s| s.ready_replicas == Some(1) && s.up_to_date_replicas == Some(1));
+        let with_nodes = listed
+            .iter()
+            .filter(|m| m.status.as_ref().is_some_and(|s| s.node_ref.is_some()))
+            .count();
+        if control_plane_ready && listed.len() == 2 && with_nodes == 2 {
+            return;
+        }
+        if Instant::now() > deadline {
+            let mut explained = format!(
+                "{cluster} not ready after {timeout:?}: control plane {:?}; machines {:?}",
+                status.map(|s| s.conditions),
+                listed
+                    .iter()
+                    .map(|m| (
+                        m.name_any(),
+                        m.status.as_ref().map(|s| (&s.phase, &s.conditions))
+                    ))
+                    .collect::<Vec<_>>()
+            );
+            for namespace in OUR_NAMESPACES {
+                explained.push('\n');
+                explained.push_str(&what_serves(client, namespace).await);
+            }
+            panic!("{explained}");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until no Machine of `cluster` is left on the management cluster `client`.
+async fn wait_workload_gone(client: &kube::Client, cluster: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let machines = Api::<Machine>::namespaced(client.clone(), NS);
+    let of_cluster =
+        ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"));
+    loop {
+        let left = machines.list(&of_cluster).await.map(|l| l.items.len());
+        if left.as_ref().is_ok_and(|n| *n == 0) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster}: {left:?} Machines left after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Whether every Deployment of `namespace` (there is at least one) has all its replicas available and
 /// up to date.
 async fn available(client: &kube::Client, namespace: &str) -> bool {
@@ -275,6 +371,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         core,
         e2e_tests::installed::ours(Provider::Bootstrap),
         e2e_tests::installed::ours(Provider::ControlPlane),
+        e2e_tests::installed::sim(),
     ];
     let references: Vec<String> = providers
         .iter()
@@ -333,16 +430,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
             "{} is not scheduled",
             pod.name_any()
         );
-        let statuses = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.clone())
-            .unwrap_or_default();
-        assert!(
-            statuses.iter().all(|c| c.ready && c.restart_count == 0),
-            "{}",
-            pods_of(&management, namespace).await
-        );
+        assert_running_without_restart(&management, namespace).await;
         // The leader is the pod: its identity is the pod's hostname and a random suffix.
         let leases = Api::<Lease>::namespaced(management.clone(), namespace)
             .list(&ListParams::default())
@@ -451,6 +539,42 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         "image, clusterctl init, pods, leases, metrics and webhooks checked in {:.1?}",
         started.elapsed()
     );
+
+    // A workload cluster from the management cluster, on simulated machines: their infrastructure
+    // provider (the simulator) runs as a process against the management cluster; our managers and
+    // Cluster API's core, as pods, reach its API server and etcd from the pod network.
+    let step = Instant::now();
+    let workload_sim = Sim::start(
+        management.clone(),
+        SimOptions {
+            dir: env.plane.dir().join("sim-of-the-management-cluster"),
+            namespace: Some(NS.into()),
+            period: Duration::from_millis(300),
+            core: Core::ClusterApi,
+        },
+    );
+    let vars = BTreeMap::from([
+        ("CLUSTER_NAME", WORKLOAD.to_owned()),
+        ("CONTROL_PLANE_MACHINE_COUNT", "1".to_owned()),
+        ("WORKER_MACHINE_COUNT", "1".to_owned()),
+    ]);
+    apply_yaml(&management, &render_sim_template(&vars))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_workload_ready(&management, WORKLOAD, Duration::from_secs(600)).await;
+    println!(
+        "workload cluster of 1 + 1 simulated machines ready from the management cluster in {:.1?}",
+        step.elapsed()
+    );
+    for namespace in OUR_NAMESPACES {
+        assert_running_without_restart(&management, namespace).await;
+    }
+    Api::<Cluster>::namespaced(management.clone(), NS)
+        .delete(WORKLOAD, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_workload_gone(&management, WORKLOAD, Duration::from_secs(300)).await;
+    drop(workload_sim);
 
     drop(management);
     env.assert_no_manager_exited();
