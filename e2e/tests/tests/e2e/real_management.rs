@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use e2e_tests::env::{
     Env, NS, REAL_NODES_TEMPLATE, apply_yaml, render_sim_template, render_template,
 };
-use e2e_tests::installed::init_args;
+use e2e_tests::installed::{init_args, next_version, ours_next};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -195,6 +195,83 @@ async fn assert_running_without_restart(client: &kube::Client, namespace: &str) 
     assert!(fine, "{}", what_serves(client, namespace).await);
 }
 
+/// The one pod of `namespace` holds its manager's Lease: the identity is the pod's hostname (its name)
+/// and a random suffix.
+async fn assert_leads(client: &kube::Client, namespace: &str) {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let leases = Api::<Lease>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let holders: Vec<String> = leases
+        .iter()
+        .filter_map(|l| l.spec.as_ref()?.holder_identity.clone())
+        .collect();
+    assert!(
+        pods.len() == 1
+            && holders
+                .iter()
+                .any(|h| h.starts_with(&format!("{}_", pods[0].name_any()))),
+        "{namespace}: not one pod holding the Lease: {holders:?}\n{}",
+        pods_of(client, namespace).await
+    );
+}
+
+/// The UIDs of `cluster`'s Machines by name.
+async fn machine_uids(client: &kube::Client, cluster: &str) -> BTreeMap<String, Option<String>> {
+    Api::<Machine>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|m| (m.name_any(), m.metadata.uid))
+        .collect()
+}
+
+/// Waits until each of our managers runs as one ready pod of `image` and no other pod is left (the
+/// stand-in issuing the serving certificates of re-created Certificates meanwhile).
+async fn wait_running(client: &kube::Client, image: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        clusterctl::issue_certificates(client).await.unwrap();
+        let mut done = true;
+        for namespace in OUR_NAMESPACES {
+            let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            done &= pods.len() == 1
+                && pods.iter().all(|p| {
+                    p.spec.as_ref().map(|s| s.containers[0].image.as_deref()) == Some(Some(image))
+                        && p.metadata.deletion_timestamp.is_none()
+                        && p.status
+                            .as_ref()
+                            .and_then(|s| s.container_statuses.as_ref())
+                            .is_some_and(|all| all.iter().all(|c| c.ready))
+                });
+        }
+        if done {
+            return;
+        }
+        if Instant::now() > deadline {
+            let mut pods = String::new();
+            for namespace in OUR_NAMESPACES {
+                pods.push_str(&what_serves(client, namespace).await);
+                pods.push('\n');
+            }
+            panic!("our managers do not run {image} after {timeout:?}:\n{pods}");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Waits until `cluster`'s control plane and workers on the management cluster `client` are ready: the
 /// control plane's replicas ready and up to date, every Machine with its Node.
 async fn wait_workload_ready(client: &kube::Client, cluster: &str, timeout: Duration) {
@@ -332,6 +409,10 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         .split_once(":=")
         .map(|(_, default)| default.trim_end_matches('}').to_owned())
         .unwrap_or(our_image);
+    let next_image = our_image.replace(
+        &format!(":{}", xtask::components::version()),
+        &format!(":{}", next_version()),
+    );
     for machine in env.machines(CLUSTER).await {
         let look = env
             .sim
@@ -340,8 +421,28 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
             .unwrap_or_else(|| panic!("{} is not a running real node", machine.name_any()));
         import(look.init_pid, &core_tarball);
         import(look.init_pid, &archive);
+        // The next release's image, which `clusterctl upgrade` moves to below: this build under the
+        // next version's tag (a second release build would show nothing more about the upgrade).
+        let tagged = sim::nspawn::exec_in(
+            look.init_pid,
+            &[
+                "ctr",
+                "--namespace",
+                "k8s.io",
+                "images",
+                "tag",
+                &our_image,
+                &next_image,
+            ],
+        )
+        .unwrap();
+        assert!(
+            tagged.status.success(),
+            "{}",
+            String::from_utf8_lossy(&tagged.stderr)
+        );
         let held = images_on(look.init_pid);
-        for image in [&core_image, &our_image] {
+        for image in [&core_image, &our_image, &next_image] {
             assert!(
                 held.contains(image),
                 "{}: {image} not among {held:?}",
@@ -376,6 +477,11 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     let references: Vec<String> = providers
         .iter()
         .map(RepositoryProvider::reference)
+        .collect();
+    // The next release in the repository too, for `clusterctl upgrade` later.
+    let providers: Vec<RepositoryProvider> = providers
+        .into_iter()
+        .chain(Provider::ALL.into_iter().map(ours_next))
         .collect();
     let repository =
         Repository::create(&env.plane.dir().join("clusterctl-real"), &providers, &[]).unwrap();
@@ -431,23 +537,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
             pod.name_any()
         );
         assert_running_without_restart(&management, namespace).await;
-        // The leader is the pod: its identity is the pod's hostname and a random suffix.
-        let leases = Api::<Lease>::namespaced(management.clone(), namespace)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-        let holders: Vec<String> = leases
-            .iter()
-            .filter_map(|l| l.spec.as_ref()?.holder_identity.clone())
-            .collect();
-        assert!(
-            holders
-                .iter()
-                .any(|h| h.starts_with(&format!("{}_", pod.name_any()))),
-            "{namespace}: no Lease held by {}: {holders:?}",
-            pod.name_any()
-        );
+        assert_leads(&management, namespace).await;
         // Metrics scraped once, through the API server's proxy to the pod.
         let metrics = management
             .request_text(
@@ -569,6 +659,41 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     for namespace in OUR_NAMESPACES {
         assert_running_without_restart(&management, namespace).await;
     }
+
+    // `clusterctl upgrade apply` to the next release, under the running workload cluster.
+    let step = Instant::now();
+    let machines_before = machine_uids(&management, WORKLOAD).await;
+    let next = next_version();
+    let applied = repository
+        .run_against(
+            &release,
+            &kubeconfig_path,
+            &[
+                "upgrade",
+                "apply",
+                "--bootstrap",
+                &format!("{}/kubeadm:{next}", Provider::Bootstrap.namespace()),
+                "--control-plane",
+                &format!("{}/kubeadm:{next}", Provider::ControlPlane.namespace()),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("clusterctl upgrade apply:\n{applied}");
+    wait_running(&management, &next_image, Duration::from_secs(300)).await;
+    println!(
+        "our managers' pods on {next_image} in {:.1?}",
+        step.elapsed()
+    );
+    wait_workload_ready(&management, WORKLOAD, Duration::from_secs(120)).await;
+    assert_eq!(
+        machine_uids(&management, WORKLOAD).await,
+        machines_before,
+        "the upgrade created or deleted a Machine"
+    );
+    for namespace in OUR_NAMESPACES {
+        assert_leads(&management, namespace).await;
+    }
+
     Api::<Cluster>::namespaced(management.clone(), NS)
         .delete(WORKLOAD, &DeleteParams::default())
         .await
