@@ -204,6 +204,23 @@ impl Sim {
         }
     }
 
+    /// Reboots the real node of `namespace/machine` that bootstrapped ([`RealNode::reboot`]); blocks while
+    /// its systemd shuts down (seconds), the simulator waiting meanwhile. An error says why it could not.
+    pub fn reboot(&self, namespace: &str, machine: &str) -> Result<(), String> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match state
+            .machines
+            .get_mut(&(namespace.to_owned(), machine.to_owned()))
+        {
+            Some(MachineRuntime::Real(node)) if *node.last_seen() == Bootstrap::Succeeded => {
+                node.reboot()
+            }
+            Some(MachineRuntime::Real(_)) => Err(format!("{machine} has not bootstrapped")),
+            Some(_) => Err(format!("{machine} is not a real node")),
+            None => Err(format!("{namespace}/{machine} does not run")),
+        }
+    }
+
     /// Stops the kubelet of the running node of `namespace/machine` (no more port-forwards to its pods)
     /// while its etcd and kube-apiserver keep running; returns whether it had one.
     pub fn stop_kubelet(&self, namespace: &str, machine: &str) -> bool {

@@ -146,18 +146,51 @@ pub struct NspawnNode {
 impl NspawnNode {
     /// Prepares the node's root and boots it; returns once `systemd-nspawn` runs (cloud-init goes on).
     pub fn boot(spec: &NodeSpec) -> Result<Self, NodeError> {
-        let nspawn = which("systemd-nspawn", "Debian's systemd-container")?;
+        which("systemd-nspawn", "Debian's systemd-container")?;
         which("cloud-init", "Debian's cloud-init")?;
-        let failed = |what: &str, detail: String| NodeError::Failed {
-            node: spec.name.to_owned(),
-            what: what.to_owned(),
-            detail,
-        };
-        let root = spec.dir.join("root");
         for dir in ["upper", "work", "root"] {
             std::fs::create_dir_all(spec.dir.join(dir))
-                .map_err(|e| failed("create its folders", e.to_string()))?;
+                .map_err(|e| failed(spec, "create its folders", e.to_string()))?;
         }
+        // From here on, dropping the value unmounts the root.
+        let mut node = Self {
+            name: spec.name.to_owned(),
+            dir: spec.dir.to_owned(),
+            root: spec.dir.join("root"),
+            nspawn: None,
+            cgroups: None,
+            counted: false,
+        };
+        node.mount_root(spec)?;
+        node.prepare_root(spec)
+            .map_err(|e| failed(spec, "prepare its root", e.to_string()))?;
+        if let Some(components) = spec.kubernetes {
+            node.install_kubernetes(spec, components).map_err(|e| {
+                failed(
+                    spec,
+                    "install kubeadm, the kubelet and containerd's setup",
+                    e.to_string(),
+                )
+            })?;
+        }
+        node.launch(spec)?;
+        Ok(node)
+    }
+
+    /// Reboots the node, as `reboot` on a VM: its systemd shuts down as [`NspawnNode::stop`] asks, then
+    /// the same disk boots again (its root's upper layer, containerd's store) in the same network
+    /// namespace with the same instance id, so cloud-init runs only its per-boot modules and the kubelet
+    /// and containerd start from what the node kept. `spec` is the one it first booted with.
+    pub fn reboot(&mut self, spec: &NodeSpec) -> Result<(), NodeError> {
+        self.stop();
+        self.mount_root(spec)?;
+        self.launch(spec)?;
+        tracing::info!(node = spec.name, "node rebooted");
+        Ok(())
+    }
+
+    /// Mounts the node's root: an overlay of this machine's `/` with the node's upper layer.
+    fn mount_root(&mut self, spec: &NodeSpec) -> Result<(), NodeError> {
         let options = format!(
             "lowerdir=/,upperdir={},workdir={}",
             spec.dir.join("upper").display(),
@@ -165,43 +198,30 @@ impl NspawnNode {
         );
         run(Command::new("mount")
             .args(["-t", "overlay", "overlay", "-o", &options])
-            .arg(&root))
-        .map_err(|e| failed("mount its root", e))?;
-        Orphans::record(spec.name, &root);
-        // From here on, dropping the value unmounts the root.
-        let mut node = Self {
-            name: spec.name.to_owned(),
-            dir: spec.dir.to_owned(),
-            root,
-            nspawn: None,
-            cgroups: None,
-            counted: false,
-        };
-        node.prepare_root(spec)
-            .map_err(|e| failed("prepare its root", e.to_string()))?;
-        if let Some(components) = spec.kubernetes {
-            node.install_kubernetes(spec, components).map_err(|e| {
-                failed(
-                    "install kubeadm, the kubelet and containerd's setup",
-                    e.to_string(),
-                )
-            })?;
-        }
+            .arg(&self.root))
+        .map_err(|e| failed(spec, "mount its root", e))?;
+        Orphans::record(spec.name, &self.root);
+        Ok(())
+    }
+
+    /// Starts `systemd-nspawn` on the mounted root, in the node's network namespace and cgroups of its own.
+    fn launch(&mut self, spec: &NodeSpec) -> Result<(), NodeError> {
+        let nspawn = which("systemd-nspawn", "Debian's systemd-container")?;
         // Forwarding is the node's own (per network namespace), as on a VM; bridged traffic already goes
         // through the packet filter in every namespace here.
         run(spec
             .netns
             .command(Path::new("sysctl"))
             .args(["-q", "-w", "net.ipv4.ip_forward=1"]))
-        .map_err(|e| failed("enable forwarding in its network namespace", e))?;
+        .map_err(|e| failed(spec, "enable forwarding in its network namespace", e))?;
         let cgroups = NodeCgroups::create(spec.name)
-            .map_err(|e| failed("create its cgroups", e.to_string()))?;
+            .map_err(|e| failed(spec, "create its cgroups", e.to_string()))?;
         let mut command = Command::new(nspawn);
         command
             .env("SYSTEMD_NSPAWN_API_VFS_WRITABLE", "1")
             .arg("--boot")
             .arg("--directory")
-            .arg(&node.root)
+            .arg(&self.root)
             .arg(format!("--machine={}", spec.name))
             .arg(format!(
                 "--network-namespace-path={}",
@@ -220,7 +240,7 @@ impl NspawnNode {
         if let Some(components) = spec.kubernetes {
             let containerd = spec.dir.join("containerd");
             std::fs::create_dir_all(&containerd)
-                .map_err(|e| failed("create containerd's store", e.to_string()))?;
+                .map_err(|e| failed(spec, "create containerd's store", e.to_string()))?;
             // overlayfs cannot hold containerd's overlay snapshots: a plain folder of this machine.
             command.arg(format!(
                 "--bind={}:/var/lib/containerd",
@@ -240,21 +260,21 @@ impl NspawnNode {
             }
         }
         cgroups.enter_on_exec(&mut command);
-        node.cgroups = Some(cgroups);
+        self.cgroups = Some(cgroups);
         node_started();
-        node.counted = true;
+        self.counted = true;
         if spec.kubernetes.is_some() {
             let max = kube_proxy_conntrack_max().to_string();
             write_sysctls(&[(CONNTRACK_MAX.to_owned(), max)]);
             raise_inotify_limits();
         }
         let log = spec.dir.join("console.log");
-        node.nspawn = Some(
+        self.nspawn = Some(
             Process::spawn(&format!("node {}", spec.name), command, &log)
-                .map_err(|e| failed("start systemd-nspawn", e.to_string()))?,
+                .map_err(|e| failed(spec, "start systemd-nspawn", e.to_string()))?,
         );
         tracing::info!(node = spec.name, ip = %spec.netns.ip(), "node booting (systemd-nspawn)");
-        Ok(node)
+        Ok(())
     }
 
     /// The node's view of this machine's root, made a fresh instance: its own hostname and machine id,
@@ -533,6 +553,15 @@ impl NspawnNode {
 impl Drop for NspawnNode {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A node's step that failed, naming the node.
+fn failed(spec: &NodeSpec, what: &str, detail: String) -> NodeError {
+    NodeError::Failed {
+        node: spec.name.to_owned(),
+        what: what.to_owned(),
+        detail,
     }
 }
 
@@ -1182,10 +1211,13 @@ mod tests {
         let bad_netns = fabric.node().unwrap();
         let good_data = format!(
             "## template: jinja\n#cloud-config\n\
+             bootcmd:\n\
+             - [sh, -c, 'mkdir -p /var/lib/node-facts && echo boot >> /var/lib/node-facts/boots']\n\
              write_files:\n\
              - path: /etc/node-facts/hostname\n  content: \"{{{{ ds.meta_data.local_hostname }}}}\"\n\
              runcmd:\n\
              - [sh, -c, 'ip -4 -o addr show dev eth0 > /run/address']\n\
+             - [sh, -c, 'echo ran >> /var/lib/node-facts/runcmd']\n\
              - mkdir -p /run/cluster-api\n\
              - touch {SENTINEL}\n"
         );
@@ -1237,6 +1269,48 @@ mod tests {
         for unit in String::from_utf8_lossy(&enabled.stdout).split_whitespace() {
             assert!(KEPT_UNITS.contains(&unit), "the node enables {unit}");
         }
+
+        // A reboot: the same disk and instance, so cloud-init runs its per-boot modules only.
+        let first_init = good.init_pid();
+        good.reboot(&NodeSpec {
+            name: "node-good",
+            instance_id: "sim://node-good",
+            dir: &dir.path().join("node-good"),
+            netns: &good_netns,
+            user_data: &good_data,
+            kubernetes: None,
+            pod_subnet: None,
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while good.cloud_init_errors().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "cloud-init did not finish after the reboot; console:\n{}",
+                good.console_tail(40)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        assert_ne!(
+            good.init_pid(),
+            first_init,
+            "the node's systemd is a new one"
+        );
+        assert_eq!(
+            good.read("/var/lib/node-facts/boots").as_deref(),
+            Some("boot\nboot\n"),
+            "bootcmd runs on every boot"
+        );
+        assert_eq!(
+            good.read("/var/lib/node-facts/runcmd").as_deref(),
+            Some("ran\n"),
+            "runcmd runs once per instance"
+        );
+        assert_eq!(
+            good.read("/etc/node-facts/hostname").as_deref(),
+            Some("node-good")
+        );
+        assert!(good.read("/run/address").is_none(), "a reboot empties /run");
 
         match bad.wait_bootstrap(Duration::from_secs(120)) {
             Bootstrap::Failed(why) => assert!(why.contains("scripts-user"), "{why}"),

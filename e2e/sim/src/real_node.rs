@@ -39,6 +39,9 @@ pub struct RealBoot {
 /// A machine of the real-node backend.
 pub struct RealNode {
     pub name: String,
+    /// cloud-init's instance id (the provider ID), the same across reboots.
+    instance_id: String,
+    components: Arc<NodeComponents>,
     pub netns: Arc<NodeNetns>,
     pub control_plane: bool,
     pub pod_subnet: String,
@@ -60,9 +63,10 @@ impl RealNode {
             route_pods(peer, &request.pod_subnet, ip)?;
             route_pods(&request.netns, peer_subnet, peer.ip())?;
         }
+        let instance_id = crate::api::provider_id(&request.namespace, &request.machine);
         let node = NspawnNode::boot(&NodeSpec {
             name: &request.machine,
-            instance_id: &crate::api::provider_id(&request.namespace, &request.machine),
+            instance_id: &instance_id,
             dir: &request.dir,
             netns: &request.netns,
             user_data: &request.user_data,
@@ -72,6 +76,8 @@ impl RealNode {
         .map_err(|e| e.to_string())?;
         Ok(Self {
             name: request.machine,
+            instance_id,
+            components: request.components,
             netns: request.netns,
             control_plane: request.control_plane,
             pod_subnet: request.pod_subnet,
@@ -170,6 +176,23 @@ impl RealNode {
             "console:\n{}\ncloud-init output:\n{output}",
             self.node.console_tail(10)
         )
+    }
+
+    /// Reboots the node ([`NspawnNode::reboot`]): the same disk, network and instance; blocks while its
+    /// systemd shuts down.
+    pub fn reboot(&mut self) -> Result<(), String> {
+        self.node
+            .reboot(&NodeSpec {
+                name: &self.name,
+                instance_id: &self.instance_id,
+                dir: &self.dir,
+                netns: &self.netns,
+                // Read only when a root is prepared for a first boot, which a reboot is not.
+                user_data: "",
+                kubernetes: Some(&self.components),
+                pod_subnet: Some(&self.pod_subnet),
+            })
+            .map_err(|e| e.to_string())
     }
 
     /// Powers the node off: everything in it ends at once, nothing shuts down.
