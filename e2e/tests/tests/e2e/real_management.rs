@@ -222,6 +222,37 @@ async fn assert_leads(client: &kube::Client, namespace: &str) {
     );
 }
 
+/// The one pod of `namespace` that is not being deleted (waiting for it while none is), and its
+/// containers' restarts.
+async fn the_pod(client: &kube::Client, namespace: &str) -> (Pod, i32) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let pods: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        if let [pod] = pods.as_slice() {
+            let restarts = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map_or(0, |all| all.iter().map(|c| c.restart_count).sum());
+            return (pod.clone(), restarts);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{namespace}: {} pods\n{}",
+            pods.len(),
+            pods_of(client, namespace).await
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// The UIDs of `cluster`'s Machines by name.
 async fn machine_uids(client: &kube::Client, cluster: &str) -> BTreeMap<String, Option<String>> {
     Api::<Machine>::namespaced(client.clone(), NS)
@@ -239,8 +270,9 @@ async fn machine_uids(client: &kube::Client, cluster: &str) -> BTreeMap<String, 
 async fn wait_running(client: &kube::Client, image: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     loop {
-        clusterctl::issue_certificates(client).await.unwrap();
-        let mut done = true;
+        // The API server may be away a moment (a node rebooting): then this pass counts as not done.
+        let issued = clusterctl::issue_certificates(client).await;
+        let mut done = issued.is_ok();
         for namespace in OUR_NAMESPACES {
             let pods = Api::<Pod>::namespaced(client.clone(), namespace)
                 .list(&ListParams::default())
@@ -266,7 +298,7 @@ async fn wait_running(client: &kube::Client, image: &str, timeout: Duration) {
                 pods.push_str(&what_serves(client, namespace).await);
                 pods.push('\n');
             }
-            panic!("our managers do not run {image} after {timeout:?}:\n{pods}");
+            panic!("our managers do not run {image} after {timeout:?} ({issued:?}):\n{pods}");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -693,6 +725,47 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     for namespace in OUR_NAMESPACES {
         assert_leads(&management, namespace).await;
     }
+
+    // The node our control-plane manager's pod runs on reboots: its pods come back by themselves.
+    let step = Instant::now();
+    let (pod, restarts) = the_pod(&management, OUR_NAMESPACES[1]).await;
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("a scheduled pod");
+    tokio::task::block_in_place(|| env.sim.reboot(NS, &node)).unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let (now, now_restarts) = the_pod(&management, OUR_NAMESPACES[1]).await;
+        let ready = now
+            .status
+            .as_ref()
+            .is_some_and(|s| s.container_statuses.iter().flatten().all(|c| c.ready));
+        if ready && (now.metadata.uid != pod.metadata.uid || now_restarts > restarts) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "our control-plane manager did not come back after {node} rebooted\n{}",
+            what_serves(&management, OUR_NAMESPACES[1]).await
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    wait_running(&management, &next_image, Duration::from_secs(300)).await;
+    wait_workload_ready(&management, WORKLOAD, Duration::from_secs(300)).await;
+    assert_eq!(
+        machine_uids(&management, WORKLOAD).await,
+        machines_before,
+        "a Machine was created or deleted while {node} rebooted"
+    );
+    for namespace in OUR_NAMESPACES {
+        assert_leads(&management, namespace).await;
+    }
+    println!(
+        "{node} rebooted; our managers running and leading again in {:.1?}",
+        step.elapsed()
+    );
 
     Api::<Cluster>::namespaced(management.clone(), NS)
         .delete(WORKLOAD, &DeleteParams::default())
