@@ -3,8 +3,11 @@
 //! manager a pod of an image in the nodes' containerd: ours as `make image` built it (its OCI archive),
 //! Cluster API's core manager packed from its Go build under the name its release's components give it.
 //! No registry is reachable here, so each image is imported into every node's containerd, as into nodes
-//! that cannot pull. cert-manager is the stand-in of `testenv::clusterctl` (its kinds, and the work of its
-//! issuer and CA injector done by the test): cert-manager itself is not built here.
+//! that cannot pull. That management cluster then creates a workload cluster of simulated machines, is
+//! upgraded to our next release under it, has a node rebooted, and hands the workload cluster to a
+//! second management cluster of real nodes with `clusterctl move`. cert-manager is the stand-in of
+//! `testenv::clusterctl` (its kinds, and the work of its issuer and CA injector done by the test): the Go
+//! module proxy serves cert-manager's library module, not the modules of its binaries.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +17,7 @@ use std::time::{Duration, Instant};
 use e2e_tests::env::{
     Env, NS, REAL_NODES_TEMPLATE, apply_yaml, render_sim_template, render_template,
 };
+use e2e_tests::etcd_watch::EtcdWatch;
 use e2e_tests::installed::{init_args, next_version, ours_next};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -33,8 +37,12 @@ use xtask::components::Provider;
 use crate::real_nodes::{left_nothing_behind, wait_workers};
 
 const CLUSTER: &str = "mgmt";
-/// The cluster the management cluster creates.
+/// The management cluster `clusterctl move` hands the workload cluster to.
+const TARGET: &str = "target";
+/// The cluster the management clusters manage: the quickstart's shape on simulated machines.
 const WORKLOAD: &str = "work";
+const WORKLOAD_CONTROL_PLANES: i32 = 3;
+const WORKLOAD_WORKERS: usize = 2;
 /// Where `clusterctl init` puts each manager.
 const CORE_NAMESPACE: &str = "capi-system";
 const OUR_NAMESPACES: [&str; 2] = [
@@ -195,6 +203,162 @@ async fn assert_running_without_restart(client: &kube::Client, namespace: &str) 
     assert!(fine, "{}", what_serves(client, namespace).await);
 }
 
+/// What the management clusters are installed from: the images each node gets (ours, ours under the
+/// next release's tag, Cluster API's core) and the clusterctl repository with the references to init.
+struct Shipped {
+    release: ClusterApi,
+    archive: PathBuf,
+    core_image: String,
+    core_tarball: PathBuf,
+    our_image: String,
+    next_image: String,
+    repository: Repository,
+    /// Core, ours, the simulated infrastructure: this release.
+    references: Vec<String>,
+    /// The same with our next release.
+    next_references: Vec<String>,
+}
+
+impl Shipped {
+    fn prepare(env: &Env, archive: &Path, release: ClusterApi) -> Self {
+        let core = RepositoryProvider::core(&release).unwrap();
+        let core_image = deployment_image(&core.files[0].1);
+        let core_tarball = testenv::images::tarballs(&[testenv::images::Image::of_binary(
+            &core_image,
+            release.binary(Part::Core.binary()),
+            "/manager",
+        )])
+        .unwrap()
+        .remove(0);
+        let our_image =
+            deployment_image(&xtask::components::components_yaml(Provider::ControlPlane));
+        let our_image = our_image
+            .split_once(":=")
+            .map(|(_, default)| default.trim_end_matches('}').to_owned())
+            .unwrap_or(our_image);
+        let next_image = our_image.replace(
+            &format!(":{}", xtask::components::version()),
+            &format!(":{}", next_version()),
+        );
+        let current = vec![
+            core,
+            e2e_tests::installed::ours(Provider::Bootstrap),
+            e2e_tests::installed::ours(Provider::ControlPlane),
+            e2e_tests::installed::sim(),
+        ];
+        let references: Vec<String> = current.iter().map(RepositoryProvider::reference).collect();
+        let next: Vec<RepositoryProvider> = Provider::ALL.into_iter().map(ours_next).collect();
+        let mut next_references = references.clone();
+        next_references[1] = next[0].reference();
+        next_references[2] = next[1].reference();
+        let providers: Vec<RepositoryProvider> = current.into_iter().chain(next).collect();
+        let repository =
+            Repository::create(&env.plane.dir().join("clusterctl-real"), &providers, &[]).unwrap();
+        Self {
+            release,
+            archive: archive.to_owned(),
+            core_image,
+            core_tarball,
+            our_image,
+            next_image,
+            repository,
+            references,
+            next_references,
+        }
+    }
+
+    /// Imports every image into the containerd of each node of `cluster`, as a node with a registry
+    /// would pull them; the next release's image is this build under the next version's tag (a second
+    /// release build would show nothing more about the upgrade).
+    async fn load_into(&self, env: &Env, cluster: &str) {
+        for machine in env.machines(cluster).await {
+            let look = env
+                .sim
+                .view()
+                .real_node(NS, &machine.name_any())
+                .unwrap_or_else(|| panic!("{} is not a running real node", machine.name_any()));
+            import(look.init_pid, &self.core_tarball);
+            import(look.init_pid, &self.archive);
+            let tagged = sim::nspawn::exec_in(
+                look.init_pid,
+                &[
+                    "ctr",
+                    "--namespace",
+                    "k8s.io",
+                    "images",
+                    "tag",
+                    &self.our_image,
+                    &self.next_image,
+                ],
+            )
+            .unwrap();
+            assert!(
+                tagged.status.success(),
+                "{}",
+                String::from_utf8_lossy(&tagged.stderr)
+            );
+            let held = images_on(look.init_pid);
+            for image in [&self.core_image, &self.our_image, &self.next_image] {
+                assert!(
+                    held.contains(image),
+                    "{}: {image} not among {held:?}",
+                    machine.name_any()
+                );
+            }
+        }
+    }
+
+    /// `clusterctl init` with `references` against the management cluster `cluster`, as a user runs it
+    /// with its kubeconfig, after cert-manager's stand-in kinds; returns once every manager's Deployment
+    /// is available (their serving certificates issued by the stand-in, the kubelet probing their
+    /// health endpoints through the pod network): a client of it and its kubeconfig file.
+    async fn init(
+        &self,
+        env: &Env,
+        cluster: &str,
+        references: &[String],
+    ) -> (kube::Client, PathBuf) {
+        let kubeconfig = e2e_tests::api_probe::workload_kubeconfig(&env.client, NS, cluster)
+            .await
+            .unwrap();
+        let path = env.plane.dir().join(format!("{cluster}.kubeconfig"));
+        std::fs::write(&path, &kubeconfig).unwrap();
+        let client = testenv::apiserver::client_from_kubeconfig(&kubeconfig)
+            .await
+            .unwrap();
+        clusterctl::install_cert_manager_crds(&client)
+            .await
+            .unwrap();
+        let text = self
+            .repository
+            .run_against(&self.release, &path, &init_args(references))
+            .unwrap_or_else(|e| panic!("{e}"));
+        println!("clusterctl init of {cluster}:\n{text}");
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            clusterctl::issue_certificates(&client).await.unwrap();
+            let mut all = true;
+            for namespace in std::iter::once(CORE_NAMESPACE).chain(OUR_NAMESPACES) {
+                all &= available(&client, namespace).await;
+            }
+            if all {
+                return (client, path);
+            }
+            if Instant::now() > deadline {
+                let mut pods = String::new();
+                for namespace in std::iter::once(CORE_NAMESPACE).chain(OUR_NAMESPACES) {
+                    pods.push_str(&pods_of(&client, namespace).await);
+                    pods.push('\n');
+                }
+                panic!(
+                    "{cluster}: the managers' Deployments are not available after 300 s:\n{pods}"
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
 /// The one pod of `namespace` holds its manager's Lease: the identity is the pod's hostname (its name)
 /// and a random suffix.
 async fn assert_leads(client: &kube::Client, namespace: &str) {
@@ -305,7 +469,7 @@ async fn wait_running(client: &kube::Client, image: &str, timeout: Duration) {
 }
 
 /// Waits until `cluster`'s control plane and workers on the management cluster `client` are ready: the
-/// control plane's replicas ready and up to date, every Machine with its Node.
+/// control plane's replicas ready and up to date, every Machine with its Node (the quickstart's shape).
 async fn wait_workload_ready(client: &kube::Client, cluster: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let kcps = Api::<KubeadmControlPlane>::namespaced(client.clone(), NS);
@@ -324,14 +488,16 @@ async fn wait_workload_ready(client: &kube::Client, cluster: &str, timeout: Dura
             .await
             .map(|l| l.items)
             .unwrap_or_default();
-        let control_plane_ready = status
-            .as_ref()
-            .is_some_and(|s| s.ready_replicas == Some(1) && s.up_to_date_replicas == Some(1));
+        let control_plane_ready = status.as_ref().is_some_and(|s| {
+            s.ready_replicas == Some(WORKLOAD_CONTROL_PLANES)
+                && s.up_to_date_replicas == Some(WORKLOAD_CONTROL_PLANES)
+        });
         let with_nodes = listed
             .iter()
             .filter(|m| m.status.as_ref().is_some_and(|s| s.node_ref.is_some()))
             .count();
-        if control_plane_ready && listed.len() == 2 && with_nodes == 2 {
+        let all = WORKLOAD_CONTROL_PLANES as usize + WORKLOAD_WORKERS;
+        if control_plane_ready && listed.len() == all && with_nodes == all {
             return;
         }
         if Instant::now() > deadline {
@@ -401,152 +567,55 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
     let mut env = Env::start(&[]).await;
     let started = Instant::now();
-    let vars = BTreeMap::from([
-        ("CLUSTER_NAME", CLUSTER.to_owned()),
-        (
-            "KUBERNETES_VERSION",
-            testenv::binaries::ToolModule::KubernetesNode.version(),
-        ),
-        ("CONTROL_PLANE_MACHINE_COUNT", "1".to_owned()),
-        ("WORKER_MACHINE_COUNT", "1".to_owned()),
-    ]);
-    env.apply(&render_template(REAL_NODES_TEMPLATE, &vars))
+    // Two management clusters: the first installs, creates, upgrades and reboots; the second takes the
+    // workload cluster over by `clusterctl move`.
+    for (cluster, workers) in [(CLUSTER, "1"), (TARGET, "0")] {
+        let vars = BTreeMap::from([
+            ("CLUSTER_NAME", cluster.to_owned()),
+            (
+                "KUBERNETES_VERSION",
+                testenv::binaries::ToolModule::KubernetesNode.version(),
+            ),
+            ("CONTROL_PLANE_MACHINE_COUNT", "1".to_owned()),
+            ("WORKER_MACHINE_COUNT", workers.to_owned()),
+        ]);
+        env.apply(&render_template(REAL_NODES_TEMPLATE, &vars))
+            .await;
+    }
+    for cluster in [CLUSTER, TARGET] {
+        env.wait_control_plane(
+            &format!("{cluster}-control-plane"),
+            1,
+            Duration::from_secs(900),
+            "a management cluster's control plane",
+        )
         .await;
-    env.wait_control_plane(
-        &format!("{CLUSTER}-control-plane"),
-        1,
-        Duration::from_secs(900),
-        "the management cluster's control plane",
-    )
-    .await;
+    }
     wait_workers(&env, CLUSTER, 1).await;
     println!(
-        "management cluster of 1 + 1 real nodes ready in {:.1?}",
+        "management clusters of 1 + 1 and 1 real nodes ready in {:.1?}",
         started.elapsed()
     );
 
-    // Every node holds both images, as a node with a registry would pull them.
     let step = Instant::now();
-    let core = RepositoryProvider::core(&release).unwrap();
-    let core_image = deployment_image(&core.files[0].1);
-    let core_tarball = testenv::images::tarballs(&[testenv::images::Image::of_binary(
-        &core_image,
-        release.binary(Part::Core.binary()),
-        "/manager",
-    )])
-    .unwrap()
-    .remove(0);
-    let our_image = deployment_image(&xtask::components::components_yaml(Provider::ControlPlane));
-    let our_image = our_image
-        .split_once(":=")
-        .map(|(_, default)| default.trim_end_matches('}').to_owned())
-        .unwrap_or(our_image);
-    let next_image = our_image.replace(
-        &format!(":{}", xtask::components::version()),
-        &format!(":{}", next_version()),
-    );
-    for machine in env.machines(CLUSTER).await {
-        let look = env
-            .sim
-            .view()
-            .real_node(NS, &machine.name_any())
-            .unwrap_or_else(|| panic!("{} is not a running real node", machine.name_any()));
-        import(look.init_pid, &core_tarball);
-        import(look.init_pid, &archive);
-        // The next release's image, which `clusterctl upgrade` moves to below: this build under the
-        // next version's tag (a second release build would show nothing more about the upgrade).
-        let tagged = sim::nspawn::exec_in(
-            look.init_pid,
-            &[
-                "ctr",
-                "--namespace",
-                "k8s.io",
-                "images",
-                "tag",
-                &our_image,
-                &next_image,
-            ],
-        )
-        .unwrap();
-        assert!(
-            tagged.status.success(),
-            "{}",
-            String::from_utf8_lossy(&tagged.stderr)
-        );
-        let held = images_on(look.init_pid);
-        for image in [&core_image, &our_image, &next_image] {
-            assert!(
-                held.contains(image),
-                "{}: {image} not among {held:?}",
-                machine.name_any()
-            );
-        }
+    let shipped = Shipped::prepare(&env, &archive, release);
+    for cluster in [CLUSTER, TARGET] {
+        shipped.load_into(&env, cluster).await;
     }
     println!(
-        "{our_image} and {core_image} imported into every node in {:.1?}",
+        "{}, {} and {} imported into every node in {:.1?}",
+        shipped.our_image,
+        shipped.next_image,
+        shipped.core_image,
         step.elapsed()
     );
+    let (our_image, next_image) = (shipped.our_image.clone(), shipped.next_image.clone());
+    let (release, repository) = (&shipped.release, &shipped.repository);
 
-    // clusterctl init, as a user runs it against the management cluster's kubeconfig.
     let step = Instant::now();
-    let kubeconfig = e2e_tests::api_probe::workload_kubeconfig(&env.client, NS, CLUSTER)
-        .await
-        .unwrap();
-    let kubeconfig_path = env.plane.dir().join("management.kubeconfig");
-    std::fs::write(&kubeconfig_path, &kubeconfig).unwrap();
-    let management = testenv::apiserver::client_from_kubeconfig(&kubeconfig)
-        .await
-        .unwrap();
-    clusterctl::install_cert_manager_crds(&management)
-        .await
-        .unwrap();
-    let providers = vec![
-        core,
-        e2e_tests::installed::ours(Provider::Bootstrap),
-        e2e_tests::installed::ours(Provider::ControlPlane),
-        e2e_tests::installed::sim(),
-    ];
-    let references: Vec<String> = providers
-        .iter()
-        .map(RepositoryProvider::reference)
-        .collect();
-    // The next release in the repository too, for `clusterctl upgrade` later.
-    let providers: Vec<RepositoryProvider> = providers
-        .into_iter()
-        .chain(Provider::ALL.into_iter().map(ours_next))
-        .collect();
-    let repository =
-        Repository::create(&env.plane.dir().join("clusterctl-real"), &providers, &[]).unwrap();
-    let text = repository
-        .run_against(&release, &kubeconfig_path, &init_args(&references))
-        .unwrap_or_else(|e| panic!("{e}"));
-    println!("clusterctl init in {:.1?}:\n{text}", step.elapsed());
-
-    // The managers start once their serving certificates exist (the stand-in issues them); the kubelet
-    // probes their health endpoints through the pod network.
-    let step = Instant::now();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        clusterctl::issue_certificates(&management).await.unwrap();
-        let mut all = true;
-        for namespace in std::iter::once(CORE_NAMESPACE).chain(OUR_NAMESPACES) {
-            all &= available(&management, namespace).await;
-        }
-        if all {
-            break;
-        }
-        if Instant::now() > deadline {
-            let mut pods = String::new();
-            for namespace in std::iter::once(CORE_NAMESPACE).chain(OUR_NAMESPACES) {
-                pods.push_str(&pods_of(&management, namespace).await);
-                pods.push('\n');
-            }
-            panic!("the managers' Deployments are not available after 300 s:\n{pods}");
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+    let (management, kubeconfig_path) = shipped.init(&env, CLUSTER, &shipped.references).await;
     println!(
-        "every manager's Deployment available in {:.1?}",
+        "clusterctl init, and every manager's Deployment available, in {:.1?}",
         step.elapsed()
     );
 
@@ -677,17 +746,41 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     );
     let vars = BTreeMap::from([
         ("CLUSTER_NAME", WORKLOAD.to_owned()),
-        ("CONTROL_PLANE_MACHINE_COUNT", "1".to_owned()),
-        ("WORKER_MACHINE_COUNT", "1".to_owned()),
+        (
+            "CONTROL_PLANE_MACHINE_COUNT",
+            WORKLOAD_CONTROL_PLANES.to_string(),
+        ),
+        ("WORKER_MACHINE_COUNT", WORKLOAD_WORKERS.to_string()),
     ]);
     apply_yaml(&management, &render_sim_template(&vars))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     wait_workload_ready(&management, WORKLOAD, Duration::from_secs(600)).await;
     println!(
-        "workload cluster of 1 + 1 simulated machines ready from the management cluster in {:.1?}",
+        "workload cluster of {WORKLOAD_CONTROL_PLANES} + {WORKLOAD_WORKERS} simulated machines ready from the management cluster in {:.1?}",
         step.elapsed()
     );
+    // Its etcd is watched from here to the move's end: quorum in every sample, at most one learner.
+    let watch = EtcdWatch::start(
+        management.clone(),
+        NS,
+        WORKLOAD,
+        workload_sim.view(),
+        Duration::from_millis(250),
+    );
+    let voters: Vec<String> = Api::<Machine>::namespaced(management.clone(), NS)
+        .list(&ListParams::default().labels(&format!(
+            "cluster.x-k8s.io/cluster-name={WORKLOAD},cluster.x-k8s.io/control-plane"
+        )))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    watch
+        .wait_voters(voters.clone(), Duration::from_secs(60), "created")
+        .await;
     for namespace in OUR_NAMESPACES {
         assert_running_without_restart(&management, namespace).await;
     }
@@ -698,7 +791,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     let next = next_version();
     let applied = repository
         .run_against(
-            &release,
+            release,
             &kubeconfig_path,
             &[
                 "upgrade",
@@ -767,11 +860,71 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         step.elapsed()
     );
 
-    Api::<Cluster>::namespaced(management.clone(), NS)
+    // `clusterctl move` to the second management cluster, installed at our next release: the
+    // simulator's cloud is shared, so the nodes stay and the target's managers adopt them.
+    let step = Instant::now();
+    let (target, target_kubeconfig) = shipped.init(&env, TARGET, &shipped.next_references).await;
+    let target_sim = workload_sim.share_cloud(
+        target.clone(),
+        SimOptions {
+            dir: env.plane.dir().join("sim-of-the-target"),
+            namespace: Some(NS.into()),
+            period: Duration::from_millis(300),
+            core: Core::ClusterApi,
+        },
+    );
+    let moved = repository
+        .run_against(
+            release,
+            &kubeconfig_path,
+            &[
+                "move",
+                "--to-kubeconfig",
+                &target_kubeconfig.display().to_string(),
+                "--namespace",
+                NS,
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("clusterctl move:\n{moved}");
+    assert!(
+        Api::<Cluster>::namespaced(management.clone(), NS)
+            .get_opt(WORKLOAD)
+            .await
+            .unwrap()
+            .is_none()
+            && machine_uids(&management, WORKLOAD).await.is_empty(),
+        "the workload cluster left the first management cluster"
+    );
+    wait_workload_ready(&target, WORKLOAD, Duration::from_secs(300)).await;
+    assert_eq!(
+        machine_uids(&target, WORKLOAD)
+            .await
+            .into_keys()
+            .collect::<Vec<_>>(),
+        machines_before.keys().cloned().collect::<Vec<_>>(),
+        "the target holds the same Machines, none created again"
+    );
+    wait_running(&target, &next_image, Duration::from_secs(120)).await;
+    for namespace in OUR_NAMESPACES {
+        assert_leads(&target, namespace).await;
+    }
+    watch
+        .wait_voters(voters, Duration::from_secs(60), "moved")
+        .await;
+    let samples = watch.assert_safe("upgrade, reboot and move of the management cluster");
+    drop(watch);
+    println!(
+        "installed the target and moved the workload cluster to it in {:.1?}; {samples} etcd samples, all safe",
+        step.elapsed()
+    );
+
+    Api::<Cluster>::namespaced(target.clone(), NS)
         .delete(WORKLOAD, &DeleteParams::default())
         .await
         .unwrap();
-    wait_workload_gone(&management, WORKLOAD, Duration::from_secs(300)).await;
+    wait_workload_gone(&target, WORKLOAD, Duration::from_secs(300)).await;
+    drop(target_sim);
     drop(workload_sim);
 
     drop(management);
