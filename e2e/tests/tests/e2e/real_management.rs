@@ -417,6 +417,25 @@ async fn the_pod(client: &kube::Client, namespace: &str) -> (Pod, i32) {
     }
 }
 
+/// After `what`: the workload cluster is ready with exactly the Machines (names and UIDs) of `before`,
+/// and each of our managers' one pod holds its Lease.
+async fn assert_unchanged(
+    client: &kube::Client,
+    before: &BTreeMap<String, Option<String>>,
+    timeout: Duration,
+    what: &str,
+) {
+    wait_workload_ready(client, WORKLOAD, timeout).await;
+    assert_eq!(
+        &machine_uids(client, WORKLOAD).await,
+        before,
+        "{what} created or deleted a Machine"
+    );
+    for namespace in OUR_NAMESPACES {
+        assert_leads(client, namespace).await;
+    }
+}
+
 /// The UIDs of `cluster`'s Machines by name.
 async fn machine_uids(client: &kube::Client, cluster: &str) -> BTreeMap<String, Option<String>> {
     Api::<Machine>::namespaced(client.clone(), NS)
@@ -809,15 +828,13 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         "our managers' pods on {next_image} in {:.1?}",
         step.elapsed()
     );
-    wait_workload_ready(&management, WORKLOAD, Duration::from_secs(120)).await;
-    assert_eq!(
-        machine_uids(&management, WORKLOAD).await,
-        machines_before,
-        "the upgrade created or deleted a Machine"
-    );
-    for namespace in OUR_NAMESPACES {
-        assert_leads(&management, namespace).await;
-    }
+    assert_unchanged(
+        &management,
+        &machines_before,
+        Duration::from_secs(120),
+        "the upgrade",
+    )
+    .await;
 
     // The node our control-plane manager's pod runs on reboots: its pods come back by themselves.
     let step = Instant::now();
@@ -846,15 +863,13 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     wait_running(&management, &next_image, Duration::from_secs(300)).await;
-    wait_workload_ready(&management, WORKLOAD, Duration::from_secs(300)).await;
-    assert_eq!(
-        machine_uids(&management, WORKLOAD).await,
-        machines_before,
-        "a Machine was created or deleted while {node} rebooted"
-    );
-    for namespace in OUR_NAMESPACES {
-        assert_leads(&management, namespace).await;
-    }
+    assert_unchanged(
+        &management,
+        &machines_before,
+        Duration::from_secs(300),
+        &format!("the reboot of {node}"),
+    )
+    .await;
     println!(
         "{node} rebooted; our managers running and leading again in {:.1?}",
         step.elapsed()
