@@ -8,6 +8,9 @@ QUICKSTART_NODES := $(if $(findstring real,$(QUICKSTART_ARGS)),nodes)
 
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
+# The release after this one (minor + 1), as the real management cluster's `clusterctl upgrade` goes to.
+NEXT_VERSION := $(shell echo $(VERSION) | awk -F. '{print $$1 "." $$2 + 1 ".0"}')
+IMAGES := $(CURDIR)/target/images
 
 .PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv testenv-releases packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-upgrade bench-real bench-scale soak compare fuzz
 
@@ -37,8 +40,10 @@ test: lint testenv ## What CI runs: make lint, then unit, integration and end-to
 test-nodes: testenv-releases ## Real nodes piece by piece, beyond what `make test` runs of them: the node images of every release (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data and a published provider's shape (users, NTP, files, a missing disk) on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 6 minutes)
 	$(CARGO) nextest run -p testenv -p sim --profile $(NEXTEST_PROFILE) --run-ignored only
 
-e2e-real: testenv-releases ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated, the upgrade chain 1.34 → 1.37, and our image (`make image`) installed as pods by clusterctl into a management cluster of real nodes (about 60 minutes, 15 of them the image's release build)
-	$(MAKE) --no-print-directory image OCI_ARCHIVE=$(CURDIR)/target/image/kubeadm-providers.tar
+e2e-real: testenv-releases ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated, the upgrade chain 1.34 → 1.37, and our image (`make image`) installed as pods by clusterctl into a management cluster of real nodes (about 60 minutes, 15 of them the image's release build; a second build as the next release, for `clusterctl upgrade`, takes 15 more the first time)
+	mkdir -p $(IMAGES)
+	$(MAKE) --no-print-directory image IMAGE=docker.io/library/kubeadm-providers:v$(NEXT_VERSION) RELEASE_VERSION=$(NEXT_VERSION) OCI_ARCHIVE=$(IMAGES)/kubeadm-providers-v$(NEXT_VERSION).tar
+	$(MAKE) --no-print-directory image OCI_ARCHIVE=$(IMAGES)/kubeadm-providers-v$(VERSION).tar
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) nextest run -p e2e-tests --profile $(NEXTEST_PROFILE) --run-ignored only -E 'test(/^real_nodes::|^real_management::/)' --no-capture
 
@@ -112,8 +117,8 @@ bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers prin
 fuzz: ## Coverage-guided fuzzing (cargo-fuzz, nightly) of render, validate, conversion, webhook reviews, variables and the Ignition merge, FUZZ_SECONDS each (default 600); a table of executions and crashes
 	CARGO=$(CARGO) FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh
 
-image: ## Build the container image with both managers (docker.io/library/kubeadm-providers:v<version>, as the release manifests name it) FROM scratch over the Debian packages they link against, with buildah, podman or docker (CONTAINER_ENGINE; Debian's buildah is installed when none is); prints its size and user. OCI_ARCHIVE=path also writes it as an OCI archive
-	CARGO=$(CARGO) CONTAINER_ENGINE=$(CONTAINER_ENGINE) OCI_ARCHIVE=$(OCI_ARCHIVE) hack/image.sh $(IMAGE)
+image: ## Build the container image with both managers (docker.io/library/kubeadm-providers:v<version>, as the release manifests name it) FROM scratch over the Debian packages they link against, with buildah, podman or docker (CONTAINER_ENGINE; Debian's buildah is installed when none is); prints its size and user. OCI_ARCHIVE=path also writes it as an OCI archive; RELEASE_VERSION=X.Y.Z builds the managers as that release (in a target folder of their own)
+	CARGO=$(CARGO) CONTAINER_ENGINE=$(CONTAINER_ENGINE) OCI_ARCHIVE=$(OCI_ARCHIVE) RELEASE_VERSION=$(RELEASE_VERSION) hack/image.sh $(IMAGE)
 
 lint: packages ## rustfmt, clippy on every target (tests, benches, binaries) and on the fuzz targets (their own workspace, built on stable); warnings are errors
 	$(CARGO) fmt --all -- --check

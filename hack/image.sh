@@ -13,13 +13,26 @@
 # With OCI_ARCHIVE=path the image is also written there as an OCI archive, as a node's containerd imports
 # it (`ctr -n k8s.io images import`).
 #
+# With RELEASE_VERSION=X.Y.Z the managers are built as that release (`--version`, User-Agent, first log
+# line; `KUBEADM_PROVIDERS_VERSION` at compile time) in a target folder of their own, so a build under
+# the next version (`clusterctl upgrade` on real nodes) and the usual one are both kept built.
+#
 # Usage: hack/image.sh IMAGE     e.g. docker.io/library/kubeadm-providers:v0.1.0
-# Environment: CARGO (default cargo), CONTAINER_ENGINE, OCI_ARCHIVE, SKIP_APT=1 (never call apt-get).
+# Environment: CARGO (default cargo), CONTAINER_ENGINE, OCI_ARCHIVE, RELEASE_VERSION, SKIP_APT=1 (never
+# call apt-get).
 set -euo pipefail
 
 image=${1:?usage: hack/image.sh IMAGE}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo=${CARGO:-cargo}
+crate_version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
+version=${RELEASE_VERSION:-$crate_version}
+version=${version#v}
+target=${CARGO_TARGET_DIR:-$root/target}
+if [ "$version" != "$crate_version" ]; then
+  target=$target/as-v$version
+  export KUBEADM_PROVIDERS_VERSION=$version
+fi
 context=$root/target/image
 binaries=(bootstrap-manager controlplane-manager)
 user_id=65532
@@ -52,15 +65,15 @@ fi
 command -v "$engine" >/dev/null || { say "CONTAINER_ENGINE=$engine is not installed"; exit 1; }
 
 started=$(date +%s)
-say "building the managers (release profile: one optimized code unit; about 15 minutes cold on 2 cores)"
-"$cargo" build --release --locked -p kubeadm-bootstrap -p kubeadm-controlplane \
+say "building the managers as v$version (release profile: one optimized code unit; about 15 minutes cold on 2 cores)"
+CARGO_TARGET_DIR=$target "$cargo" build --release --locked -p kubeadm-bootstrap -p kubeadm-controlplane \
   "${binaries[@]/#/--bin=}"
 built=$(date +%s)
 
 rm -rf "$context"
 mkdir -p "$context/bin" "$context/rootfs"
 for binary in "${binaries[@]}"; do
-  install -m 0755 "$root/target/release/$binary" "$context/bin/$binary"
+  install -m 0755 "$target/release/$binary" "$context/bin/$binary"
 done
 
 # The packages owning every shared library and the loader the binaries name.
@@ -118,6 +131,10 @@ for binary in "${binaries[@]}"; do
       ;;
     *) ran=$("$engine" run --rm --entrypoint "/$binary" "$image" --version) ;;
   esac
+  [ "$ran" = "$binary $version" ] || {
+    say "/$binary --version in the image says \"$ran\", not \"$binary $version\""
+    exit 1
+  }
   say "in the image: $ran"
 done
 case $engine in

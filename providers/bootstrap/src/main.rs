@@ -21,7 +21,7 @@ const MANAGER: Manager = Manager {
 #[derive(Parser)]
 #[command(
     name = "bootstrap-manager",
-    version,
+    version = kubeadm_runtime::VERSION,
     about = "Cluster API bootstrap provider for kubeadm: renders node bootstrap data for KubeadmConfig objects"
 )]
 struct Cli {

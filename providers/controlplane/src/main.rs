@@ -18,7 +18,7 @@ const MANAGER: Manager = Manager {
 #[derive(Parser)]
 #[command(
     name = "controlplane-manager",
-    version,
+    version = kubeadm_runtime::VERSION,
     about = "Cluster API control-plane provider for kubeadm: manages control-plane machines of KubeadmControlPlane objects"
 )]
 struct Cli {

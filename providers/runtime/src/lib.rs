@@ -17,6 +17,6 @@ pub mod telemetry;
 pub mod watching;
 
 pub use manager::{
-    Manager, ManagerArgs, Serving, Shutdown, TlsArgs, WebhookArgs, exit_code, run_manager,
+    Manager, ManagerArgs, Serving, Shutdown, TlsArgs, VERSION, WebhookArgs, exit_code, run_manager,
     run_manager_with_webhooks,
 };

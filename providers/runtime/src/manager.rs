@@ -135,9 +135,18 @@ pub enum Error {
     Webhooks(String),
 }
 
+/// The release the managers were built as, without the `v`: the crate's version, or
+/// `KUBEADM_PROVIDERS_VERSION` when the build sets it (a release built from a tag, or a second build
+/// of the same sources under the next version, as `clusterctl upgrade` tests need). `--version`, the
+/// User-Agent and the first log line all say it.
+pub const VERSION: &str = match option_env!("KUBEADM_PROVIDERS_VERSION") {
+    Some(version) => version,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
 /// The User-Agent of a manager's management-cluster client: `bootstrap-manager/v0.1.0`.
 pub fn user_agent(manager: &Manager) -> String {
-    format!("{}/v{}", manager.name, env!("CARGO_PKG_VERSION"))
+    format!("{}/v{VERSION}", manager.name)
 }
 
 /// Who a manager is: its name (logs, exit messages) and the Lease its replicas compete for by default.
@@ -305,11 +314,7 @@ where
 {
     let name = manager.name;
     telemetry::init(args.log_format);
-    tracing::info!(
-        manager = name,
-        version = env!("CARGO_PKG_VERSION"),
-        "starting"
-    );
+    tracing::info!(manager = name, version = VERSION, "starting");
     let client = args.client(manager).await?;
     let elector = match args.leader_election_lease(manager) {
         Some((namespace, lease)) => Some(LeaderElector::new(
@@ -476,7 +481,7 @@ mod tests {
 
     #[test]
     fn each_manager_names_itself_and_its_version_to_the_api_server() {
-        let version = env!("CARGO_PKG_VERSION");
+        let version = VERSION;
         assert_eq!(
             user_agent(&BOOTSTRAP),
             format!("bootstrap-manager/v{version}")

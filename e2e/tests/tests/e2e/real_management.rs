@@ -52,17 +52,19 @@ const OUR_NAMESPACES: [&str; 2] = [
 /// Our managers' health endpoint, which serves `/metrics` too.
 const HEALTH_PORT: u16 = 9440;
 
-/// The OCI archive of our image that `make image OCI_ARCHIVE=…` writes (`make e2e-real` does first).
-fn our_image_archive() -> PathBuf {
-    let path = std::env::var_os("KUBEADM_PROVIDERS_IMAGE_ARCHIVE")
+/// The OCI archive of our image built as release `version` (`v0.1.0`), as `make e2e-real` writes it
+/// first (`make image RELEASE_VERSION=… OCI_ARCHIVE=…`) into `target/images`, or into the folder
+/// `KUBEADM_PROVIDERS_IMAGES` names.
+fn our_image_archive(version: &str) -> PathBuf {
+    let folder = std::env::var_os("KUBEADM_PROVIDERS_IMAGES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/image/kubeadm-providers.tar")
-        });
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/images"));
+    let path = folder.join(format!("kubeadm-providers-{version}.tar"));
     assert!(
         path.is_file(),
-        "{} is missing: `make image OCI_ARCHIVE={0}` builds it (`make e2e-real` does)",
-        path.display()
+        "{} is missing: `make image RELEASE_VERSION={} OCI_ARCHIVE={0}` builds it (`make e2e-real` does)",
+        path.display(),
+        version.trim_start_matches('v'),
     );
     path
 }
@@ -203,11 +205,12 @@ async fn assert_running_without_restart(client: &kube::Client, namespace: &str) 
     assert!(fine, "{}", what_serves(client, namespace).await);
 }
 
-/// What the management clusters are installed from: the images each node gets (ours, ours under the
-/// next release's tag, Cluster API's core) and the clusterctl repository with the references to init.
+/// What the management clusters are installed from: the images each node gets (ours, ours built as the
+/// next release, Cluster API's core) and the clusterctl repository with the references to init.
 struct Shipped {
     release: ClusterApi,
     archive: PathBuf,
+    next_archive: PathBuf,
     core_image: String,
     core_tarball: PathBuf,
     our_image: String,
@@ -220,7 +223,7 @@ struct Shipped {
 }
 
 impl Shipped {
-    fn prepare(env: &Env, archive: &Path, release: ClusterApi) -> Self {
+    fn prepare(env: &Env, release: ClusterApi) -> Self {
         let core = RepositoryProvider::core(&release).unwrap();
         let core_image = deployment_image(&core.files[0].1);
         let core_tarball = testenv::images::tarballs(&[testenv::images::Image::of_binary(
@@ -256,7 +259,8 @@ impl Shipped {
             Repository::create(&env.plane.dir().join("clusterctl-real"), &providers, &[]).unwrap();
         Self {
             release,
-            archive: archive.to_owned(),
+            archive: our_image_archive(&xtask::components::version()),
+            next_archive: our_image_archive(&next_version()),
             core_image,
             core_tarball,
             our_image,
@@ -268,8 +272,7 @@ impl Shipped {
     }
 
     /// Imports every image into the containerd of each node of `cluster`, as a node with a registry
-    /// would pull them; the next release's image is this build under the next version's tag (a second
-    /// release build would show nothing more about the upgrade).
+    /// would pull them.
     async fn load_into(&self, env: &Env, cluster: &str) {
         for machine in env.machines(cluster).await {
             let look = env
@@ -279,24 +282,7 @@ impl Shipped {
                 .unwrap_or_else(|| panic!("{} is not a running real node", machine.name_any()));
             import(look.init_pid, &self.core_tarball);
             import(look.init_pid, &self.archive);
-            let tagged = sim::nspawn::exec_in(
-                look.init_pid,
-                &[
-                    "ctr",
-                    "--namespace",
-                    "k8s.io",
-                    "images",
-                    "tag",
-                    &self.our_image,
-                    &self.next_image,
-                ],
-            )
-            .unwrap();
-            assert!(
-                tagged.status.success(),
-                "{}",
-                String::from_utf8_lossy(&tagged.stderr)
-            );
+            import(look.init_pid, &self.next_archive);
             let held = images_on(look.init_pid);
             for image in [&self.core_image, &self.our_image, &self.next_image] {
                 assert!(
@@ -414,6 +400,46 @@ async fn the_pod(client: &kube::Client, namespace: &str) -> (Pod, i32) {
             pods_of(client, namespace).await
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Each of our managers' pods runs the build of release `version` (`v0.2.0`): the binary's own first
+/// log line, read through the kubelet, names the release it was built as (the image tag alone would not
+/// tell a re-tagged build from a second one).
+async fn assert_runs_release(client: &kube::Client, version: &str) {
+    for namespace in OUR_NAMESPACES {
+        let (pod, _) = the_pod(client, namespace).await;
+        let logs = Api::<Pod>::namespaced(client.clone(), namespace)
+            .logs(
+                &pod.name_any(),
+                &kube::api::LogParams {
+                    limit_bytes: Some(64 * 1024),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("logs of {}: {e}", pod.name_any()));
+        // Plain text: a manager writes no terminal colors into a pod's log.
+        assert!(
+            !logs.contains('\u{1b}'),
+            "{}: escape codes in the log\n{logs}",
+            pod.name_any()
+        );
+        let started = logs
+            .lines()
+            .find(|line| line.contains(" starting ") && line.contains(" version=\""))
+            .unwrap_or_else(|| panic!("{}: no \"starting\" line in\n{logs}", pod.name_any()));
+        let built_as = started
+            .split_once(" version=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(version, _)| version)
+            .unwrap_or_default();
+        assert_eq!(
+            format!("v{built_as}"),
+            version,
+            "{} runs another build: {started}",
+            pod.name_any()
+        );
     }
 }
 
@@ -582,7 +608,6 @@ async fn available(client: &kube::Client, namespace: &str) -> bool {
 async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real_nodes() {
     sim::nspawn::clean_up_after_dead_processes();
     let sysctls_before = sim::nspawn::machine_sysctls_without_nodes();
-    let archive = our_image_archive();
     let release = ClusterApi::find().expect("Cluster API built by hack/install-testenv.sh");
     let mut env = Env::start(&[]).await;
     let started = Instant::now();
@@ -617,7 +642,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     );
 
     let step = Instant::now();
-    let shipped = Shipped::prepare(&env, &archive, release);
+    let shipped = Shipped::prepare(&env, release);
     for cluster in [CLUSTER, TARGET] {
         shipped.load_into(&env, cluster).await;
     }
@@ -803,6 +828,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
     for namespace in OUR_NAMESPACES {
         assert_running_without_restart(&management, namespace).await;
     }
+    assert_runs_release(&management, &xtask::components::version()).await;
 
     // `clusterctl upgrade apply` to the next release, under the running workload cluster.
     let step = Instant::now();
@@ -824,8 +850,9 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         .unwrap_or_else(|e| panic!("{e}"));
     println!("clusterctl upgrade apply:\n{applied}");
     wait_running(&management, &next_image, Duration::from_secs(300)).await;
+    assert_runs_release(&management, &next).await;
     println!(
-        "our managers' pods on {next_image} in {:.1?}",
+        "our managers' pods on {next_image}, built as {next}, in {:.1?}",
         step.elapsed()
     );
     assert_unchanged(
@@ -863,6 +890,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     wait_running(&management, &next_image, Duration::from_secs(300)).await;
+    assert_runs_release(&management, &next).await;
     assert_unchanged(
         &management,
         &machines_before,
@@ -921,6 +949,7 @@ async fn clusterctl_installs_our_image_as_pods_into_a_management_cluster_of_real
         "the target holds the same Machines, none created again"
     );
     wait_running(&target, &next_image, Duration::from_secs(120)).await;
+    assert_runs_release(&target, &next).await;
     for namespace in OUR_NAMESPACES {
         assert_leads(&target, namespace).await;
     }
