@@ -16,7 +16,8 @@
 #     (hack/tools/capi) with the CRDs and webhook manifests of that module, and kustomize
 #     (hack/tools/kustomize), which builds Cluster API's providers' components from them, and clusterctl-envsubst
 #     (hack/tools/envsubst: clusterctl's own template processor, which `generate cluster` is compared with
-#     in the tests); and the other releases a
+#     in the tests), and versitygw (hack/tools/versitygw: an S3 server over a folder, the object store of the
+#     etcd snapshot tests); and the other releases a
 #     simulated node runs when its Machine says so: kube-apiserver and kubeadm of each hack/tools/k8s-1.N,
 #     etcd, etcdctl and etcdutl of each hack/tools/etcd-3.N. Their versions are pinned in those go.mod files only. A module version the proxy does not serve is reported and skipped
 #     (the Debian etcd 3.4 and kube-apiserver 1.20 above stay the fallback); any other failure is an error.
@@ -91,6 +92,8 @@ CAPI_SRC="$TOOLS_SRC/capi"
 KUSTOMIZE_SRC="$TOOLS_SRC/kustomize"
 # clusterctl's own template processor, which `generate cluster` is compared with (hack/tools/envsubst).
 ENVSUBST_SRC="$TOOLS_SRC/envsubst"
+# The S3-compatible object store the etcd snapshot tests write to (hack/tools/versitygw).
+VERSITYGW_SRC="$TOOLS_SRC/versitygw"
 K8S_NODE_SRC="$TOOLS_SRC/k8s-node"
 # The other releases a simulated node runs when its Machine says so (hack/tools/k8s-1.N: kube-apiserver and
 # kubeadm; hack/tools/etcd-3.N: etcd, etcdctl, etcdutl), in version order.
@@ -736,6 +739,22 @@ build_current_envsubst() {
   say "clusterctl-envsubst $version cached in $dir/bin"
 }
 
+# versitygw of the github.com/versity/versitygw version required in hack/tools/versitygw/go.mod, its
+# version stamped as its release Makefile does.
+build_current_versitygw() {
+  local dir="$1" src="$VERSITYGW_SRC" version out
+  version=$(required_version "$src" github.com/versity/versitygw)
+  use_machine_go "$(go_min_minor "$src")" hack/tools/versitygw
+  prepare_current "$src" "$dir" "versitygw $version" \
+    "the etcd snapshot tests against object storage fail, naming the missing binary" \
+    "about 2 minutes on 2 cores" || return 0
+  go_build "$src" "$dir.tmp" versitygw "-s -w -X main.Version=$version" github.com/versity/versitygw/cmd/versitygw
+  out=$("$dir.tmp/bin/versitygw" --version 2>&1) || true
+  grep -qx "Version  : $version" <<<"$out" || { rm -rf "$dir.tmp"; die "the built versitygw --version does not say '$version': $out"; }
+  finish_current "$dir"
+  say "versitygw $version cached in $dir/bin"
+}
+
 free_gib() { df -BG --output=avail "$CACHE_ROOT" | tail -1 | tr -d ' G'; }
 
 # Frees disk for what comes after (the Rust build): everything in the cache root but the builds this run
@@ -957,6 +976,7 @@ if [ "${SKIP_CURRENT:-0}" != 1 ]; then
   [ "$MODE" = all ] || [ "$NODES" = 1 ] && ensure_current "$CURRENT_ETCD_SRC" etcd etcd etcdctl etcdutl
   [ "$MODE" = all ] && ensure_current "$KUSTOMIZE_SRC" kustomize kustomize
   [ "$MODE" = all ] && ensure_current "$ENVSUBST_SRC" envsubst clusterctl-envsubst
+  [ "$MODE" = all ] && ensure_current "$VERSITYGW_SRC" versitygw versitygw
   if [ "$MODE" = all ]; then
     for src in "${RELEASE_ETCD_SRCS[@]}"; do ensure_release "$src" build_release_etcd etcd etcdctl etcdutl; done
     for src in "${RELEASE_K8S_SRCS[@]}"; do ensure_release "$src" build_release_k8s kube-apiserver kubeadm; done

@@ -211,6 +211,12 @@ pub fn clusterctl_envsubst() -> Result<PathBuf, Error> {
     )
 }
 
+/// versitygw (`hack/tools/versitygw`): the S3-compatible object store the etcd snapshot tests write to
+/// (see [`crate::object_store`]). `$VERSITYGW` overrides.
+pub fn versitygw() -> Result<PathBuf, Error> {
+    current_tool("versitygw", "VERSITYGW", ToolModule::Versitygw)
+}
+
 /// A component of real nodes built by `hack/install-testenv.sh nodes` from `hack/tools/k8s-node` (`kubelet`,
 /// `kube-controller-manager`, `kube-scheduler`, `kube-proxy`, `pause`) or `hack/tools/coredns` (`coredns`),
 /// of the version its go.mod pins. `$NODE_<NAME>` (upper case, `-` as `_`) overrides.
@@ -700,6 +706,8 @@ pub enum ToolModule {
     Kustomize,
     /// `hack/tools/envsubst`: clusterctl's template processor as `clusterctl-envsubst`.
     ClusterctlEnvsubst,
+    /// `hack/tools/versitygw`: an S3 server over a folder.
+    Versitygw,
     /// `hack/tools/k8s-node`: kubelet, kube-controller-manager, kube-scheduler, kube-proxy and pause, of
     /// the Kubernetes release [`ToolModule::Kubernetes`] pins.
     KubernetesNode,
@@ -742,6 +750,10 @@ impl ToolModule {
                 "hack/tools/envsubst",
                 include_str!("../../../hack/tools/envsubst/go.mod"),
             ),
+            Self::Versitygw => (
+                "hack/tools/versitygw",
+                include_str!("../../../hack/tools/versitygw/go.mod"),
+            ),
             Self::KubernetesNode => (
                 "hack/tools/k8s-node",
                 include_str!("../../../hack/tools/k8s-node/go.mod"),
@@ -769,6 +781,7 @@ impl ToolModule {
             Self::Etcd | Self::EtcdRelease(_) => "go.etcd.io/etcd/server/v3",
             Self::ClusterApi | Self::ClusterctlEnvsubst => "sigs.k8s.io/cluster-api",
             Self::Kustomize => "sigs.k8s.io/kustomize/kustomize/v5",
+            Self::Versitygw => "github.com/versity/versitygw",
         }
     }
 
@@ -830,6 +843,7 @@ fn version_question(
         ),
         "kustomize" => (None, &["version"], version.into()),
         "clusterctl-envsubst" => (None, &["--version"], version.into()),
+        "versitygw" => (None, &["--version"], format!("Version  : {version}")),
         other => panic!("no version question for {other}"),
     }
 }
@@ -1106,6 +1120,7 @@ mod tests {
             ToolModule::ClusterApi,
             ToolModule::Kustomize,
             ToolModule::ClusterctlEnvsubst,
+            ToolModule::Versitygw,
         ] {
             let version = module.version();
             assert!(

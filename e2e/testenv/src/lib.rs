@@ -16,6 +16,7 @@ pub mod images;
 pub mod kubeadm;
 pub mod management;
 pub mod manager;
+pub mod object_store;
 pub mod pki;
 pub mod ports;
 pub mod probe;

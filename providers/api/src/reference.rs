@@ -147,7 +147,7 @@ pub const CONTROL_PLANE_CONDITIONS: &[Condition] = &[
     condition(&[types::CONTROL_PLANE_COMPONENTS_HEALTHY], &[reasons::HEALTHY], &[reasons::NOT_HEALTHY], "the machines with problems and the problem"),
     Condition { true_also: "(the latter with external etcd)", ..condition(&[types::ETCD_CLUSTER_HEALTHY], &[reasons::HEALTHY, reasons::EXTERNAL], &[reasons::NOT_HEALTHY], "per machine: the member, an alarm, a refused certificate, …") },
     condition(&[types::ETCD_MEMBERSHIP_SETTLED], &[reasons::SETTLED], &[reasons::WAITING, reasons::CHANGING, reasons::ETCD_NOT_OBSERVABLE, reasons::ETCD_CERTIFICATE_REFUSED], "what the membership waits for, e.g. `alarm NOSPACE on member <id> (<node>)`"),
-    condition(&[types::ETCD_SNAPSHOT_TAKEN], &[reasons::TAKEN], &[reasons::TOO_LARGE_FOR_SECRET], "why the last scheduled snapshot was not kept"),
+    condition(&[types::ETCD_SNAPSHOT_TAKEN], &[reasons::TAKEN], &[reasons::TOO_LARGE_FOR_SECRET, reasons::BACKUP_MISCONFIGURED, reasons::OBJECT_STORE_DENIED, reasons::OBJECT_STORE_FAILED], "why the last scheduled snapshot was not kept"),
     condition(&[types::ETCD_RESTORED], &[reasons::RESTORED], &[reasons::RESTORING, reasons::RESTORE_REFUSED], "the step a restore is at, or why it is refused"),
 ];
 

@@ -15,6 +15,7 @@ pub mod controller;
 pub mod desired;
 pub mod endpoints;
 pub mod etcd;
+pub mod etcd_backup;
 pub mod etcd_maintenance;
 pub mod etcd_membership;
 pub mod etcd_upgrade;

@@ -99,6 +99,12 @@ pub mod reasons {
     pub const CHANGING: &str = "Changing";
     pub const TAKEN: &str = "Taken";
     pub const TOO_LARGE_FOR_SECRET: &str = "TooLargeForSecret";
+    /// `spec.etcdBackup` names a Secret or key that is missing or malformed.
+    pub const BACKUP_MISCONFIGURED: &str = "BackupMisconfigured";
+    /// The object store refused the credentials (HTTP 401 or 403).
+    pub const OBJECT_STORE_DENIED: &str = "ObjectStoreDenied";
+    /// The object store could not be reached, failed, or did not take the snapshot (e.g. full).
+    pub const OBJECT_STORE_FAILED: &str = "ObjectStoreFailed";
     /// `EtcdRestored`.
     pub const RESTORED: &str = "Restored";
     pub const RESTORING: &str = "Restoring";

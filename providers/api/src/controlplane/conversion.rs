@@ -329,6 +329,7 @@ impl FieldMapping for v1::KubeadmControlPlane {
                         template: m.template.clone(),
                     }
                 }),
+                etcd_backup: spec.etcd_backup.clone(),
             },
             status: self.status.as_ref().map(status_to_hub),
         })
@@ -370,6 +371,7 @@ impl FieldMapping for v1::KubeadmControlPlane {
                         template: m.template.clone(),
                     }
                 }),
+                etcd_backup: spec.etcd_backup.clone(),
             },
             status: hub.status.as_ref().map(status_from_hub),
         }

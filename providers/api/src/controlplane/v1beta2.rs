@@ -60,6 +60,10 @@ pub struct KubeadmControlPlaneSpec {
     /// Naming pattern of the created Machines (also used for InfraMachines and KubeadmConfigs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_naming: Option<MachineNamingSpec>,
+    /// Scheduled snapshots of the stacked etcd to S3-compatible object storage (this provider's
+    /// addition: not part of Cluster API's KubeadmControlPlane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_backup: Option<super::etcd_backup::EtcdBackup>,
 }
 
 /// Template of the control plane Machines.

@@ -314,6 +314,8 @@ const MUTABLE_PATHS: &[&[&str]] = &[
     &["spec", "machineNaming", "*"],
     &["spec", "rollout"],
     &["spec", "rollout", "*"],
+    &["spec", "etcdBackup"],
+    &["spec", "etcdBackup", "*"],
 ];
 
 /// Admission of a new KubeadmControlPlane (after defaulting).
@@ -574,6 +576,15 @@ fn create_errors(kcp: &KubeadmControlPlane) -> Vec<FieldError> {
     ));
     errors.extend(validate_config_spec(config, SPEC_CONFIG));
     errors.extend(timeout_consistency_errors(config, SPEC_CONFIG));
+    if let Some(backup) = &spec.etcd_backup {
+        errors.extend(super::etcd_backup::errors(backup, "spec.etcdBackup"));
+        if config.cluster_configuration.etcd.external.is_defined() {
+            errors.push(FieldError::forbidden(
+                "spec.etcdBackup",
+                "snapshots are of stacked etcd; an external etcd is backed up where it runs",
+            ));
+        }
+    }
     errors
 }
 
@@ -1788,6 +1799,63 @@ spec:
         // The same release (another spelling) is no migration at all.
         cluster(&mut new).dns.image_tag = Some("1.11.2".into());
         assert_eq!(found(validate_kcp_update(&old, &new)), vec![]);
+    }
+
+    #[test]
+    fn etcd_backup_is_checked_field_by_field_and_may_change_at_any_time() {
+        use super::super::etcd_backup::{EtcdBackup, EtcdBackupS3};
+        let good = EtcdBackup {
+            schedule: Some("30 2 * * *".into()),
+            s3: EtcdBackupS3 {
+                endpoint: "https://s3.eu-central-1.amazonaws.com".into(),
+                bucket: "etcd-backups".into(),
+                prefix: Some("clusters/eu".into()),
+                ..EtcdBackupS3::default()
+            },
+            ..EtcdBackup::default()
+        };
+        let old = kcp();
+        let mut new = old.clone();
+        new.spec.etcd_backup = Some(good.clone());
+        assert_eq!(found(validate_kcp_create(&new)), vec![]);
+        assert_eq!(found(validate_kcp_update(&old, &new)), vec![], "added");
+        let mut changed = new.clone();
+        changed.spec.etcd_backup.as_mut().unwrap().retention = Some(9);
+        assert_eq!(
+            found(validate_kcp_update(&new, &changed)),
+            vec![],
+            "changed"
+        );
+        assert_eq!(found(validate_kcp_update(&new, &old)), vec![], "removed");
+
+        let mut bad = new.clone();
+        let backup = bad.spec.etcd_backup.as_mut().unwrap();
+        backup.schedule = Some("every day".into());
+        backup.s3.endpoint = "s3.example.com".into();
+        backup.s3.bucket = "Etcd_Backups".into();
+        backup.s3.prefix = Some("a/../b".into());
+        let errors = found(validate_kcp_create(&bad));
+        let paths: Vec<&str> = errors.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.etcdBackup.schedule",
+                "spec.etcdBackup.s3.endpoint",
+                "spec.etcdBackup.s3.bucket",
+                "spec.etcdBackup.s3.prefix",
+            ],
+            "{errors:?}"
+        );
+        assert!(errors[0].1.contains("has 2 fields"), "{errors:?}");
+        assert!(errors[1].1.contains("https://"), "{errors:?}");
+
+        let mut external = new.clone();
+        cluster(&mut external).etcd.external = external_etcd();
+        assert!(
+            found(validate_kcp_create(&external))
+                .iter()
+                .any(|(path, rule)| path == "spec.etcdBackup" && rule.contains("stacked")),
+        );
     }
 
     #[test]

@@ -365,15 +365,10 @@ impl Report {
     }
 
     /// `EtcdSnapshotTaken`: whether the last scheduled snapshot was kept, and why not.
-    pub(super) fn etcd_snapshot(&mut self, refused: Option<&str>) {
+    pub(super) fn etcd_snapshot(&mut self, refused: Option<(&'static str, &str)>) {
         match refused {
             None => self.condition(types::ETCD_SNAPSHOT_TAKEN, true, reasons::TAKEN, ""),
-            Some(why) => self.condition(
-                types::ETCD_SNAPSHOT_TAKEN,
-                false,
-                reasons::TOO_LARGE_FOR_SECRET,
-                why,
-            ),
+            Some((reason, why)) => self.condition(types::ETCD_SNAPSHOT_TAKEN, false, reason, why),
         }
     }
 

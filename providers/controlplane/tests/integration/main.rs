@@ -8,6 +8,7 @@ mod cli_validate;
 mod common;
 mod controller_on_apiserver;
 mod deployment_args;
+mod etcd_backup;
 mod etcd_faults;
 mod etcd_lifecycle;
 mod etcd_on_real_etcd;

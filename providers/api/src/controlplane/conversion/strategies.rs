@@ -25,6 +25,50 @@ fn naming() -> impl Strategy<Value = Option<String>> {
     .boxed()
 }
 
+/// `spec.etcdBackup`, the same type in both versions.
+fn etcd_backup() -> impl Strategy<Value = super::super::etcd_backup::EtcdBackup> {
+    use super::super::etcd_backup::*;
+    let s3 = (
+        one_of(&["https://s3.example.com", "http://127.0.0.1:7070"]),
+        word(),
+        opt(word()),
+        opt(one_of(&["eu-central-1", "us-east-1"])),
+        word(),
+        opt(word()),
+        opt(any::<bool>()),
+    )
+        .prop_map(
+            |(endpoint, bucket, prefix, region, credentials, ca, virtual_hosted_style)| {
+                EtcdBackupS3 {
+                    endpoint,
+                    bucket,
+                    prefix,
+                    region,
+                    credentials_secret: EtcdBackupSecretReference { name: credentials },
+                    ca_secret: ca.map(|name| EtcdBackupSecretReference { name }),
+                    virtual_hosted_style,
+                }
+            },
+        );
+    (
+        opt(one_of(&["0 */12 * * *", "30 2 * * 1-5"])),
+        opt(1..100i32),
+        s3,
+        opt(
+            (word(), opt(word())).prop_map(|(name, key)| EtcdBackupEncryption {
+                key_secret: EtcdBackupKeyReference { name, key },
+            }),
+        ),
+    )
+        .prop_map(|(schedule, retention, s3, encryption)| EtcdBackup {
+            schedule,
+            retention,
+            s3,
+            encryption,
+        })
+        .boxed()
+}
+
 // --- v1beta1 ---------------------------------------------------------------------------------
 
 fn infrastructure_ref1() -> impl Strategy<Value = ObjectReference> {
@@ -193,9 +237,19 @@ pub(crate) fn kubeadm_control_plane1() -> impl Strategy<Value = v1::KubeadmContr
         rollout1(),
         opt(remediation1()),
         opt(naming().prop_map(|template| v1::MachineNamingStrategy { template })),
+        opt(etcd_backup()),
     )
         .prop_map(
-            |(replicas, version, machine_template, config, rollout, remediation, naming)| {
+            |(
+                replicas,
+                version,
+                machine_template,
+                config,
+                rollout,
+                remediation,
+                naming,
+                backup,
+            )| {
                 v1::KubeadmControlPlaneSpec {
                     replicas,
                     version,
@@ -206,6 +260,7 @@ pub(crate) fn kubeadm_control_plane1() -> impl Strategy<Value = v1::KubeadmContr
                     rollout_strategy: rollout.2,
                     remediation_strategy: remediation,
                     machine_naming_strategy: naming,
+                    etcd_backup: backup,
                 }
             },
         );
@@ -470,9 +525,19 @@ pub(crate) fn kubeadm_control_plane2() -> impl Strategy<Value = v2::KubeadmContr
         opt(rollout2()),
         opt(remediation2()),
         opt(naming().prop_map(|template| v2::MachineNamingSpec { template })),
+        opt(etcd_backup()),
     )
         .prop_map(
-            |(replicas, version, machine_template, config, rollout, remediation, naming)| {
+            |(
+                replicas,
+                version,
+                machine_template,
+                config,
+                rollout,
+                remediation,
+                naming,
+                backup,
+            )| {
                 v2::KubeadmControlPlaneSpec {
                     replicas,
                     version,
@@ -481,6 +546,7 @@ pub(crate) fn kubeadm_control_plane2() -> impl Strategy<Value = v2::KubeadmContr
                     rollout,
                     remediation,
                     machine_naming: naming,
+                    etcd_backup: backup,
                 }
             },
         );

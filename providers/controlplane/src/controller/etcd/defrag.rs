@@ -21,8 +21,25 @@ pub(in crate::controller) struct Maintained {
     pub note: String,
     pub defragmentation: Option<EtcdDefragmentationStatus>,
     pub snapshot: Option<EtcdSnapshotStatus>,
-    /// A snapshot that was taken but could not be kept, and why.
-    pub refused: Option<String>,
+    /// A snapshot that was due but could not be kept, and why.
+    pub refused: Option<Refusal>,
+}
+
+/// Why a due snapshot was not kept: the reason of the `EtcdSnapshotTaken` condition and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::controller) struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Maintained {
+    pub(in crate::controller) fn refused(refusal: Refusal) -> Self {
+        Self {
+            note: refusal.message.clone(),
+            refused: Some(refusal),
+            ..Self::default()
+        }
+    }
 }
 
 impl From<String> for Maintained {

@@ -3,6 +3,7 @@
 //! annotates on the etcd pods, KEP-2506, with a client certificate from the cluster's etcd CA),
 //! [`membership`] (the one change the planner asks for), [`defrag`] and [`snapshot`] (maintenance).
 
+mod backup;
 mod defrag;
 mod membership;
 mod observe;
@@ -41,6 +42,8 @@ pub(super) struct EtcdSessions {
     leaders: Mutex<HashMap<ClusterKey, String>>,
     /// Defragmentation rounds in progress.
     rounds: Mutex<HashMap<ClusterKey, etcd_maintenance::Round>>,
+    /// When each cluster's last snapshot to object storage failed, until one succeeds.
+    backup_failures: Mutex<HashMap<ClusterKey, Timestamp>>,
     pub(super) learner_timeout: SignedDuration,
     pub(super) unstarted_grace: SignedDuration,
 }
@@ -54,9 +57,36 @@ impl EtcdSessions {
             first_seen: Mutex::default(),
             leaders: Mutex::default(),
             rounds: Mutex::default(),
+            backup_failures: Mutex::default(),
             learner_timeout,
             unstarted_grace,
         }
+    }
+
+    fn backup_failures(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterKey, Timestamp>> {
+        self.backup_failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a snapshot of `key` to object storage failed less than `wait` before `now`.
+    fn backup_failed_recently(
+        &self,
+        key: &ClusterKey,
+        now: Timestamp,
+        wait: SignedDuration,
+    ) -> bool {
+        self.backup_failures()
+            .get(key)
+            .is_some_and(|failed| now.duration_since(*failed) < wait)
+    }
+
+    fn backup_failed(&self, key: &ClusterKey, now: Timestamp) {
+        self.backup_failures().insert(key.clone(), now);
+    }
+
+    fn backup_succeeded(&self, key: &ClusterKey) {
+        self.backup_failures().remove(key);
     }
 }
 

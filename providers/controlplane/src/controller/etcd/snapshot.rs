@@ -9,6 +9,7 @@ use kubeadm_api::meta::{
     ETCD_SNAPSHOT_SIZE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION,
 };
 
+use super::defrag::Refusal;
 use super::{ClusterKey, EtcdView, Maintained, whole_seconds};
 use crate::controller::annotations::annotate_kcp;
 use crate::controller::{Context, Error};
@@ -28,6 +29,9 @@ pub(super) async fn snapshot(
 ) -> Result<Option<Maintained>, Error> {
     use etcd_maintenance::SnapshotTarget;
     use kube::ResourceExt;
+    if let Some(backup) = &kcp.spec.etcd_backup {
+        return super::backup::snapshot(ctx, kcp, key, view, now, backup).await;
+    }
     let target = SnapshotTarget::resolve(
         kcp.annotations()
             .get(ETCD_SNAPSHOT_TARGET_ANNOTATION)
@@ -53,21 +57,7 @@ pub(super) async fn snapshot(
     if !etcd_maintenance::due(schedule, last, now) {
         return Ok(None);
     }
-    let healthy = |m: &&Member| !m.is_learner && judge_member(m, &view.states).is_ok();
-    let (source_id, source) = view
-        .members
-        .iter()
-        .filter(healthy)
-        .min_by_key(|m| Some(m.id) == view.observation.leader)
-        .and_then(|m| Some((m.id, m.client_urls.first().cloned()?)))
-        .ok_or_else(|| Error::Etcd("no healthy voting member to take a snapshot from".into()))?;
-    let revision = view
-        .observation
-        .states
-        .get(&source_id)
-        .and_then(|s| s.as_ref().ok())
-        .map(|s| s.revision);
-    let source_name = view.member_name(source_id);
+    let (source, source_name, revision) = source(view)?;
     let root = match (target, &ctx.settings.snapshot_dir) {
         (SnapshotTarget::Dir, Some(root)) => root,
         _ => {
@@ -126,6 +116,26 @@ pub(super) async fn snapshot(
     }))
 }
 
+/// Where a snapshot is streamed from: a healthy voting member, a follower when there is one (to spare
+/// the leader); its client URL, name and revision.
+pub(super) fn source(view: &EtcdView) -> Result<(String, String, Option<i64>), Error> {
+    let healthy = |m: &&Member| !m.is_learner && judge_member(m, &view.states).is_ok();
+    let (source_id, source) = view
+        .members
+        .iter()
+        .filter(healthy)
+        .min_by_key(|m| Some(m.id) == view.observation.leader)
+        .and_then(|m| Some((m.id, m.client_urls.first().cloned()?)))
+        .ok_or_else(|| Error::Etcd("no healthy voting member to take a snapshot from".into()))?;
+    let revision = view
+        .observation
+        .states
+        .get(&source_id)
+        .and_then(|s| s.as_ref().ok())
+        .map(|s| s.revision);
+    Ok((source, view.member_name(source_id), revision))
+}
+
 /// A snapshot into a new Secret `<cluster>-etcd-snapshot-<time>` in the control plane's namespace
 /// (gzip-compressed under `snapshot.db.gz`, labelled with the cluster, owned by the control plane), then
 /// the oldest beyond `snapshots_keep` deleted. A snapshot whose compressed size passes what a Secret can
@@ -164,11 +174,10 @@ async fn snapshot_to_secret(
             &format!("{now} refused"),
         )
         .await?;
-        Ok::<_, Error>(Maintained {
-            note: why.clone(),
-            refused: Some(why),
-            ..Maintained::default()
-        })
+        Ok::<_, Error>(Maintained::refused(Refusal {
+            reason: kubeadm_api::controlplane::conditions::reasons::TOO_LARGE_FOR_SECRET,
+            message: why,
+        }))
     };
     let written = match streamed {
         Ok(bytes) => bytes,

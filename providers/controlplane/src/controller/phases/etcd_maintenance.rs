@@ -26,10 +26,22 @@ pub(super) async fn reconcile(
     tracing::info!("{}", done.note);
     match &done.refused {
         None => publish(ctx, cp.kcp, &events::ETCD_MAINTENANCE, &done.note).await,
-        Some(why) => publish(ctx, cp.kcp, &events::ETCD_SNAPSHOT_REFUSED, why).await,
+        Some(refusal) => {
+            publish(
+                ctx,
+                cp.kcp,
+                &events::ETCD_SNAPSHOT_REFUSED,
+                &refusal.message,
+            )
+            .await
+        }
     }
     if done.snapshot.is_some() || done.refused.is_some() {
-        report.etcd_snapshot(done.refused.as_deref());
+        report.etcd_snapshot(
+            done.refused
+                .as_ref()
+                .map(|r| (r.reason, r.message.as_str())),
+        );
     }
     etcd::record_maintenance(ctx, cp.kcp, done.defragmentation, done.snapshot).await?;
     Ok(Some(Next::After(AFTER_MAINTENANCE)))
