@@ -11,11 +11,11 @@ use kubeadm_api::controlplane::conditions::reasons;
 use kubeadm_api::controlplane::etcd_backup::{
     ACCESS_KEY_ID_KEY, CA_KEY, EtcdBackup, SECRET_ACCESS_KEY_KEY, SESSION_TOKEN_KEY,
 };
-use kubeadm_api::controlplane::v1beta2::{EtcdSnapshotStatus, KubeadmControlPlane};
+use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::ETCD_LAST_SNAPSHOT_ANNOTATION;
 
 use super::defrag::Refusal;
-use super::{ClusterKey, EtcdView, Maintained, whole_seconds};
+use super::{ClusterKey, EtcdView, Maintained};
 use crate::controller::annotations::annotate_kcp;
 use crate::controller::{Context, Error};
 use crate::etcd_backup::store::{self, Credentials, Destination, Source, StoreError, UploadError};
@@ -33,12 +33,8 @@ pub(super) async fn snapshot(
     now: Timestamp,
     backup: &EtcdBackup,
 ) -> Result<Option<Maintained>, Error> {
-    use kube::ResourceExt;
     let schedule = Schedule::of(backup).map_err(Error::Etcd)?;
-    let last = kcp
-        .annotations()
-        .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
-        .and_then(|v| v.split_whitespace().next()?.parse::<Timestamp>().ok());
+    let last = super::snapshot::last_snapshot(kcp);
     if last.is_none() {
         // Start the clock: the first snapshot is taken at the next scheduled time.
         annotate_kcp(ctx, kcp, ETCD_LAST_SNAPSHOT_ANNOTATION, &now.to_string()).await?;
@@ -114,32 +110,19 @@ pub(super) async fn snapshot(
         Ok(n) => format!("; deleted {n} objects of older snapshots"),
         Err(e) => format!("; older snapshots not deleted this time: {e}"),
     };
-    annotate_kcp(
-        ctx,
-        kcp,
-        ETCD_LAST_SNAPSHOT_ANNOTATION,
-        &format!("{now} {location}"),
-    )
-    .await?;
-    Ok(Some(Maintained {
-        note: format!(
-            "wrote etcd snapshot of member {member} to {location} ({} bytes{}){retention}",
-            written.size,
-            if written.encryption.is_some() {
-                ", encrypted"
-            } else {
-                ""
-            },
-        ),
-        snapshot: Some(EtcdSnapshotStatus {
-            time: whole_seconds(now),
-            location,
-            size: i64::try_from(written.size).ok(),
-            revision,
-            member: Some(member),
-        }),
-        ..Maintained::default()
-    }))
+    let note = format!(
+        "wrote etcd snapshot of member {member} to {location} ({} bytes{}){retention}",
+        written.size,
+        if written.encryption.is_some() {
+            ", encrypted"
+        } else {
+            ""
+        },
+    );
+    let snapshot = super::snapshot::taken(now, location, written.size, revision, member);
+    super::snapshot::kept(ctx, kcp, now, note, snapshot)
+        .await
+        .map(Some)
 }
 
 /// The credentials (and CA) and the sealing key `backup` names, from Secrets of `namespace`. An error

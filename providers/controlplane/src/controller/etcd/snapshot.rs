@@ -46,10 +46,7 @@ pub(super) async fn snapshot(
         None => Some(etcd_maintenance::DEFAULT_SNAPSHOT_SCHEDULE),
         Some(text) => DailyAt::parse(text).map_err(Error::Etcd)?,
     };
-    let last = kcp
-        .annotations()
-        .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
-        .and_then(|v| v.split_whitespace().next()?.parse::<Timestamp>().ok());
+    let last = last_snapshot(kcp);
     if schedule.is_some() && last.is_none() {
         annotate_kcp(ctx, kcp, ETCD_LAST_SNAPSHOT_ANNOTATION, &now.to_string()).await?;
         return Ok(None);
@@ -100,20 +97,59 @@ pub(super) async fn snapshot(
     for old in etcd_maintenance::snapshots_to_prune(&names, ctx.settings.snapshots_keep) {
         let _ = tokio::fs::remove_file(dir.join(old)).await;
     }
-    let record = format!("{now} {}", path.display());
+    let note = format!("wrote etcd snapshot {} ({written} bytes)", path.display());
+    let snapshot = taken(
+        now,
+        path.display().to_string(),
+        written,
+        revision,
+        source_name,
+    );
+    kept(ctx, kcp, now, note, snapshot).await.map(Some)
+}
+
+/// When the last snapshot was taken (or the clock started): the first word of
+/// [`ETCD_LAST_SNAPSHOT_ANNOTATION`].
+pub(super) fn last_snapshot(kcp: &KubeadmControlPlane) -> Option<Timestamp> {
+    use kube::ResourceExt;
+    kcp.annotations()
+        .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
+        .and_then(|v| v.split_whitespace().next()?.parse::<Timestamp>().ok())
+}
+
+/// The status record of a snapshot of `size` bytes from `member` (at `revision`) kept at `location`.
+pub(super) fn taken(
+    now: Timestamp,
+    location: String,
+    size: u64,
+    revision: Option<i64>,
+    member: String,
+) -> EtcdSnapshotStatus {
+    EtcdSnapshotStatus {
+        time: whole_seconds(now),
+        location,
+        size: i64::try_from(size).ok(),
+        revision,
+        member: Some(member),
+    }
+}
+
+/// A snapshot kept: the clock moves to `now` with where it went, and `note` and `snapshot` are what the
+/// Event and the status get.
+pub(super) async fn kept(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    now: Timestamp,
+    note: String,
+    snapshot: EtcdSnapshotStatus,
+) -> Result<Maintained, Error> {
+    let record = format!("{now} {}", snapshot.location);
     annotate_kcp(ctx, kcp, ETCD_LAST_SNAPSHOT_ANNOTATION, &record).await?;
-    Ok(Some(Maintained {
-        note: format!("wrote etcd snapshot {} ({written} bytes)", path.display()),
-        defragmentation: None,
-        snapshot: Some(EtcdSnapshotStatus {
-            time: whole_seconds(now),
-            location: path.display().to_string(),
-            size: i64::try_from(written).ok(),
-            revision,
-            member: Some(source_name),
-        }),
-        refused: None,
-    }))
+    Ok(Maintained {
+        note,
+        snapshot: Some(snapshot),
+        ..Maintained::default()
+    })
 }
 
 /// Where a snapshot is streamed from: a healthy voting member, a follower when there is one (to spare
@@ -246,29 +282,18 @@ async fn snapshot_to_secret(
             Err(e) => return Err(e.into()),
         }
     }
-    let location = format!("secret/{name}");
-    annotate_kcp(
-        ctx,
-        kcp,
-        ETCD_LAST_SNAPSHOT_ANNOTATION,
-        &format!("{now} {location}"),
-    )
-    .await?;
-    Ok(Maintained {
-        note: format!(
-            "wrote etcd snapshot of member {source_name} to Secret {name} ({written} bytes, \
-             {compressed_size} compressed)"
-        ),
-        defragmentation: None,
-        snapshot: Some(EtcdSnapshotStatus {
-            time: whole_seconds(now),
-            location,
-            size: i64::try_from(written).ok(),
-            revision,
-            member: Some(source_name.to_owned()),
-        }),
-        refused: None,
-    })
+    let note = format!(
+        "wrote etcd snapshot of member {source_name} to Secret {name} ({written} bytes, \
+         {compressed_size} compressed)"
+    );
+    let snapshot = taken(
+        now,
+        format!("secret/{name}"),
+        written,
+        revision,
+        source_name.to_owned(),
+    );
+    kept(ctx, kcp, now, note, snapshot).await
 }
 
 /// A snapshot compressed with gzip as it streams in, refused as soon as the compressed bytes pass
