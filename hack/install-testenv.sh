@@ -76,8 +76,9 @@ KUBE_DIR="$CACHE_ROOT/kubernetes-$KUBE_VERSION-$RECIPE"
 QUICKSTART_PACKAGES=(protobuf-compiler make iproute2 ca-certificates)
 # What only the tests run: etcd 3.4, Go 1.19 and reflect2 for the kubernetes 1.20 build (dpkg-dev for
 # `apt-get source`), cloud-init (its schema checks, and real cloud-init in systemd-nspawn nodes), openssl
-# checking our certificates.
-TEST_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init systemd-container dpkg-dev openssl)
+# checking our certificates and opening sealed snapshots, curl downloading a snapshot to restore as a
+# node does.
+TEST_PACKAGES=(etcd-server etcd-client golang-go golang-github-modern-go-reflect2-dev cloud-init systemd-container dpkg-dev openssl curl)
 # What real nodes run besides our builds and systemd-nspawn: the container runtime and its CRI plugin
 # (containerd 1.6), runc, the bridge and host-local CNI plugins, and the packet filters kube-proxy drives.
 NODE_PACKAGES=(containerd runc containernetworking-plugins nftables iptables cloud-init systemd-container)
@@ -915,7 +916,7 @@ if ! command -v kubectl >/dev/null; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q kubernetes-client
 fi
 tools=(protoc make ip kubectl)
-[ "$MODE" = all ] && tools+=(etcd etcdctl cloud-init systemd-nspawn openssl)
+[ "$MODE" = all ] && tools+=(etcd etcdctl cloud-init systemd-nspawn openssl curl)
 [ "$NODES" = 1 ] && tools+=(containerd ctr runc nft iptables)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || die "$tool not on PATH after installing packages"

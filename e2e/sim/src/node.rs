@@ -607,30 +607,47 @@ pub(crate) fn restore_etcd(
 ) -> Result<(), BootError> {
     use base64::Engine;
     use kubeadm_api::bootstrap::validation::{
-        ETCD_RESTORE_SCRIPT_PATH, ETCD_RESTORE_SNAPSHOT_PATH,
+        ETCD_RESTORE_DOWNLOAD_PATH, ETCD_RESTORE_SCRIPT_PATH, ETCD_RESTORE_SNAPSHOT_PATH,
     };
     use std::io::Read;
     let failed =
         |what: &str, e: &dyn std::fmt::Display| BootError::Etcd(format!("restore: {what}: {e}"));
-    let encoded = plan.file(ETCD_RESTORE_SNAPSHOT_PATH)?;
-    let compressed = base64::engine::general_purpose::STANDARD
-        .decode(encoded.split_whitespace().collect::<String>())
-        .map_err(|e| failed("the snapshot is not base64", &e))?;
-    let mut snapshot = Vec::new();
-    flate2::read::GzDecoder::new(compressed.as_slice())
-        .read_to_end(&mut snapshot)
-        .map_err(|e| failed("the snapshot is not gzip", &e))?;
     let on_node = |path: &str| rootfs.join(path.trim_start_matches('/'));
-    std::fs::write(on_node(ETCD_RESTORE_SNAPSHOT_PATH), &snapshot)
-        .map_err(|e| failed("write the snapshot", &e))?;
+    // The snapshot itself, or (one in object storage) where the script downloads it from: the host's
+    // network is the node's here, so the node reaches the store as the manager does.
+    let what = match plan.file(ETCD_RESTORE_DOWNLOAD_PATH) {
+        Ok(download) => {
+            std::fs::write(on_node(ETCD_RESTORE_DOWNLOAD_PATH), download)
+                .map_err(|e| failed("write the download", &e))?;
+            "a download".to_owned()
+        }
+        Err(_) => {
+            let encoded = plan.file(ETCD_RESTORE_SNAPSHOT_PATH)?;
+            let compressed = base64::engine::general_purpose::STANDARD
+                .decode(encoded.split_whitespace().collect::<String>())
+                .map_err(|e| failed("the snapshot is not base64", &e))?;
+            let mut snapshot = Vec::new();
+            flate2::read::GzDecoder::new(compressed.as_slice())
+                .read_to_end(&mut snapshot)
+                .map_err(|e| failed("the snapshot is not gzip", &e))?;
+            std::fs::write(on_node(ETCD_RESTORE_SNAPSHOT_PATH), &snapshot)
+                .map_err(|e| failed("write the snapshot", &e))?;
+            format!("{} bytes", snapshot.len())
+        }
+    };
     let root = rootfs.display().to_string();
-    // The files the script reads and writes itself; kubeadm's configuration is read by kubeadm.
+    // The files the script reads and writes itself, and etcd's data directory the manifest names;
+    // kubeadm's configuration is read by kubeadm.
     let script = plan
         .file(ETCD_RESTORE_SCRIPT_PATH)?
         .replace("/run/cluster-api/", &format!("{root}/run/cluster-api/"))
         .replace(
             "/etc/kubernetes/manifests/",
             &format!("{root}/etc/kubernetes/manifests/"),
+        )
+        .replace(
+            "data=$(flag data-dir)",
+            &format!("data={root}$(flag data-dir)"),
         );
     let etcdutl = if legacy {
         let etcdctl = testenv::binaries::etcdctl().map_err(|e| failed("etcdctl", &e))?;
@@ -671,7 +688,7 @@ pub(crate) fn restore_etcd(
             &String::from_utf8_lossy(&log),
         ));
     }
-    tracing::info!(bytes = snapshot.len(), "etcd restored from the snapshot");
+    tracing::info!(from = %what, "etcd restored from the snapshot");
     Ok(())
 }
 

@@ -148,6 +148,11 @@ pub const ETCD_RESTORE_SNAPSHOT_ANNOTATION: &str =
     "controlplane.cluster.x-k8s.io/etcd-restore-snapshot";
 /// Key of the restore Secret: the snapshot, gzip-compressed, as base64 text (cloud-init's `gz+b64`).
 pub const ETCD_RESTORE_SECRET_KEY: &str = "snapshot.db.gz.b64";
+/// Key of the restore Secret when the snapshot is an object in the store of `spec.etcdBackup`, too
+/// large for a Secret: where the restoring machine downloads it from (a presigned URL), its checksums,
+/// and the keys of that one object when it is encrypted. The Secret holds this key or
+/// [`ETCD_RESTORE_SECRET_KEY`].
+pub const ETCD_RESTORE_DOWNLOAD_KEY: &str = "download";
 /// Type of the Secrets that hold etcd snapshots.
 pub const ETCD_SNAPSHOT_SECRET_TYPE: &str = "controlplane.cluster.x-k8s.io/etcd-snapshot";
 /// Type of Secrets written by Cluster API providers.

@@ -12,7 +12,8 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 pub use kubeadm_api::meta::{
-    ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORE_SECRET_KEY, ETCD_RESTORE_SNAPSHOT_ANNOTATION,
+    ETCD_RESTORE_DOWNLOAD_KEY, ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORE_SECRET_KEY,
+    ETCD_RESTORE_SNAPSHOT_ANNOTATION,
 };
 
 /// Name of the Secret the snapshot is staged in for the restoring machine's bootstrap data.
@@ -27,6 +28,9 @@ pub enum Source {
     Secret(String),
     /// A snapshot file under the manager's snapshot directory (`file:<path>`).
     File(PathBuf),
+    /// A snapshot object in the bucket of `spec.etcdBackup` (`s3://<bucket>/<object>`, as
+    /// `status.etcd.lastSnapshot` names it).
+    Object { bucket: String, key: String },
 }
 
 impl Source {
@@ -65,7 +69,27 @@ impl Source {
                 ))
             };
         }
-        Err(bad("it must be `secret/<name>` or `file:<path>`"))
+        if let Some(rest) = value.strip_prefix("s3://") {
+            let plain = rest.split_once('/').filter(|(bucket, key)| {
+                !bucket.is_empty()
+                    && !key.is_empty()
+                    && key
+                        .split('/')
+                        .all(|segment| !matches!(segment, "" | "." | ".."))
+            });
+            return match plain {
+                Some((bucket, key)) => Ok(Source::Object {
+                    bucket: bucket.to_owned(),
+                    key: key.to_owned(),
+                }),
+                None => Err(bad(
+                    "`s3://<bucket>/<object>` needs a bucket and an object name without empty, `.` or `..` segments",
+                )),
+            };
+        }
+        Err(bad(
+            "it must be `secret/<name>`, `file:<path>` or `s3://<bucket>/<object>`",
+        ))
     }
 }
 
@@ -74,6 +98,7 @@ impl fmt::Display for Source {
         match self {
             Source::Secret(name) => write!(f, "secret/{name}"),
             Source::File(path) => write!(f, "file:{}", path.display()),
+            Source::Object { bucket, key } => write!(f, "s3://{bucket}/{key}"),
         }
     }
 }
@@ -90,6 +115,12 @@ pub enum Refusal {
     BadSource { value: String, rule: String },
     #[error("annotation {ETCD_RESTORE_FROM_ANNOTATION}: {snapshot} does not exist")]
     Missing { snapshot: String },
+    #[error(
+        "annotation {ETCD_RESTORE_FROM_ANNOTATION}: {snapshot} cannot be read from the object store \
+         ({why}); nothing is touched, and it is tried again until the store answers or the annotation \
+         is removed"
+    )]
+    StoreUnavailable { snapshot: String, why: String },
     #[error(
         "annotation {ETCD_RESTORE_FROM_ANNOTATION}: {snapshot} is not a snapshot of cluster {cluster}: {why}"
     )]
@@ -178,6 +209,53 @@ pub fn check_file(
     }
 }
 
+/// Checks that a snapshot object lies in the bucket and folder where the manager stores this cluster's
+/// snapshots (`spec.etcdBackup`, whose endpoint and credentials read it), and is a snapshot, not its
+/// manifest. Returns the manifest's name.
+pub fn check_object(
+    bucket: &str,
+    key: &str,
+    backup: Option<&kubeadm_api::controlplane::etcd_backup::EtcdBackup>,
+    namespace: &str,
+    cluster: &str,
+) -> Result<String, Refusal> {
+    let source = Source::Object {
+        bucket: bucket.to_owned(),
+        key: key.to_owned(),
+    };
+    let bad = |rule: String| Refusal::BadSource {
+        value: source.to_string(),
+        rule,
+    };
+    let Some(backup) = backup else {
+        return Err(bad(
+            "restoring from object storage needs spec.etcdBackup: the store's endpoint and credentials \
+             (and the key of encrypted snapshots)"
+                .into(),
+        ));
+    };
+    if bucket != backup.s3.bucket {
+        return Err(bad(format!(
+            "the bucket is not spec.etcdBackup.s3.bucket ({})",
+            backup.s3.bucket
+        )));
+    }
+    let folder = crate::etcd_backup::folder(backup, namespace, cluster);
+    let (dir, file) = key.rsplit_once('/').unwrap_or(("", key));
+    if dir != folder {
+        return Err(Refusal::OtherCluster {
+            snapshot: source.to_string(),
+            cluster: cluster.to_owned(),
+            why: format!("snapshots of {namespace}/{cluster} are in s3://{bucket}/{folder}/"),
+        });
+    }
+    crate::etcd_backup::manifest_of(file)
+        .map(|manifest| format!("{folder}/{manifest}"))
+        .ok_or_else(|| {
+            bad("it is not a snapshot object (`etcd-<time>.db` or `etcd-<time>.db.sealed`)".into())
+        })
+}
+
 /// Length of the SHA-256 etcd appends to a snapshot it streams.
 const HASH_LEN: usize = 32;
 /// bbolt's magic number, in the meta page at the start of the database.
@@ -197,37 +275,142 @@ pub struct Verified {
 /// etcd's own integrity check of a snapshot taken through its API (what `etcdutl snapshot restore` does
 /// unless told to skip it): a bbolt database followed by the SHA-256 of the database.
 pub fn verify(source: &Source, snapshot: &[u8]) -> Result<Verified, Refusal> {
-    let corrupt = |why: String| Refusal::Corrupt {
-        snapshot: source.to_string(),
-        why,
-    };
-    if snapshot.len() < MAGIC_OFFSET + 4 + HASH_LEN {
-        return Err(corrupt(format!(
-            "{} bytes are too few for an etcd snapshot",
-            snapshot.len()
-        )));
+    let mut check = SnapshotCheck::default();
+    check.update(snapshot);
+    check.finish(source)
+}
+
+/// [`verify`] of a snapshot that arrives in pieces: memory stays the same whatever its size.
+pub struct SnapshotCheck {
+    /// The first bytes, until the magic number is in.
+    head: Vec<u8>,
+    /// The last bytes seen, which may be the appended hash.
+    tail: Vec<u8>,
+    hash: ring::digest::Context,
+    hashed: usize,
+}
+
+impl Default for SnapshotCheck {
+    fn default() -> Self {
+        Self {
+            head: Vec::with_capacity(MAGIC_OFFSET + 4),
+            tail: Vec::with_capacity(2 * HASH_LEN),
+            hash: ring::digest::Context::new(&ring::digest::SHA256),
+            hashed: 0,
+        }
     }
-    let magic = u32::from_le_bytes(
-        snapshot[MAGIC_OFFSET..MAGIC_OFFSET + 4]
-            .try_into()
-            .expect("four bytes"),
-    );
-    if magic != BBOLT_MAGIC {
-        return Err(corrupt(
-            "it does not start with a bbolt database (etcd's backend)".into(),
-        ));
+}
+
+impl SnapshotCheck {
+    /// The next bytes of the snapshot.
+    pub fn update(&mut self, mut piece: &[u8]) {
+        let wanted = (MAGIC_OFFSET + 4).saturating_sub(self.head.len());
+        self.head
+            .extend_from_slice(&piece[..wanted.min(piece.len())]);
+        // All but the last HASH_LEN bytes seen are surely database.
+        if piece.len() >= HASH_LEN {
+            self.hash.update(&self.tail);
+            self.hashed += self.tail.len();
+            self.tail.clear();
+            let (database, rest) = piece.split_at(piece.len() - HASH_LEN);
+            self.hash.update(database);
+            self.hashed += database.len();
+            piece = rest;
+        }
+        self.tail.extend_from_slice(piece);
+        let over = self.tail.len().saturating_sub(HASH_LEN);
+        if over > 0 {
+            self.hash.update(&self.tail[..over]);
+            self.hashed += over;
+            self.tail.drain(..over);
+        }
     }
-    let (database, hash) = snapshot.split_at(snapshot.len() - HASH_LEN);
-    let computed = ring::digest::digest(&ring::digest::SHA256, database);
-    if computed.as_ref() != hash {
-        return Err(corrupt(
-            "the SHA-256 at its end does not match its content (truncated or altered)".into(),
-        ));
+
+    /// Whether what came is a whole snapshot.
+    pub fn finish(self, source: &Source) -> Result<Verified, Refusal> {
+        let corrupt = |why: String| Refusal::Corrupt {
+            snapshot: source.to_string(),
+            why,
+        };
+        let total = self.hashed + self.tail.len();
+        if total < MAGIC_OFFSET + 4 + HASH_LEN {
+            return Err(corrupt(format!(
+                "{total} bytes are too few for an etcd snapshot"
+            )));
+        }
+        let magic = u32::from_le_bytes(
+            self.head[MAGIC_OFFSET..MAGIC_OFFSET + 4]
+                .try_into()
+                .expect("four bytes"),
+        );
+        if magic != BBOLT_MAGIC {
+            return Err(corrupt(
+                "it does not start with a bbolt database (etcd's backend)".into(),
+            ));
+        }
+        if self.hash.finish().as_ref() != self.tail.as_slice() {
+            return Err(corrupt(
+                "the SHA-256 at its end does not match its content (truncated or altered)".into(),
+            ));
+        }
+        Ok(Verified {
+            database_bytes: self.hashed,
+            sha256: self.tail.iter().map(|b| format!("{b:02x}")).collect(),
+        })
     }
-    Ok(Verified {
-        database_bytes: database.len(),
-        sha256: hash.iter().map(|b| format!("{b:02x}")).collect(),
-    })
+}
+
+/// What a machine that restores from object storage is given, in the restore Secret's
+/// [`ETCD_RESTORE_DOWNLOAD_KEY`]: where to fetch the snapshot object (a presigned URL, so the node holds
+/// no credentials), how to check it, and the keys of that one object when it is sealed. One `name value`
+/// per line; the bootstrap data's restore script reads it.
+#[derive(Clone)]
+pub struct Download {
+    pub url: String,
+    /// The object as stored: SHA-256 (hex).
+    pub stored_sha256: String,
+    /// The snapshot as etcd streamed it (what is restored): SHA-256 (hex).
+    pub sha256: String,
+    pub sealed: Option<crate::etcd_backup::sealed::ObjectKeys>,
+}
+
+impl fmt::Debug for Download {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Download")
+            .field("sha256", &self.sha256)
+            .field("sealed", &self.sealed.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Download {
+    /// The Secret's text.
+    pub fn render(&self) -> String {
+        use crate::etcd_backup::sealed::{HEADER_LEN, hex};
+        let mut text = format!(
+            "url {}\nstored-sha256 {}\nsha256 {}\n",
+            self.url, self.stored_sha256, self.sha256
+        );
+        if let Some(keys) = &self.sealed {
+            text += &format!(
+                "sealed-header {HEADER_LEN}\ncipher-key {}\ncounter {}\nmac-key {}\n",
+                hex(&keys.cipher),
+                hex(&keys.counter),
+                hex(&keys.mac)
+            );
+        }
+        text
+    }
+
+    /// The same with another URL (signed again).
+    pub fn with_url(text: &str, url: &str) -> String {
+        text.lines()
+            .map(|line| match line.split_once(' ') {
+                Some(("url", _)) => format!("url {url}\n"),
+                _ => format!("{line}\n"),
+            })
+            .collect()
+    }
 }
 
 /// One control-plane Machine, as the restore sees it.

@@ -99,6 +99,8 @@ pub const BOOTSTRAP_FILE_PATHS: [&str; 5] = [
 /// script that restores it into etcd's data directory before `kubeadm init`.
 pub const ETCD_RESTORE_SNAPSHOT_PATH: &str = "/run/cluster-api/etcd-snapshot.db";
 pub const ETCD_RESTORE_SCRIPT_PATH: &str = "/run/cluster-api/etcd-restore.sh";
+/// Where it downloads the snapshot from, when it restores one from object storage.
+pub const ETCD_RESTORE_DOWNLOAD_PATH: &str = "/run/cluster-api/etcd-snapshot.download";
 
 fn non_empty(value: &Option<String>) -> bool {
     value.as_deref().is_some_and(|v| !v.is_empty())

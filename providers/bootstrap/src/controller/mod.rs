@@ -521,7 +521,18 @@ async fn bootstrap(
 
     let mut spec = match restore_snapshot(&facts.config) {
         Some(secret) if role == Role::Init => {
-            render::etcd_restore::with_etcd_restore(&facts.config.spec, secret)
+            // The Secret says whether it holds the snapshot or where to download it; a Secret not
+            // there (yet) renders as the snapshot, and the render names the missing Secret.
+            let staged = Api::<Secret>::namespaced(ctx.client.clone(), &facts.namespace)
+                .get_opt(secret)
+                .await?;
+            let form = render::etcd_restore::Form::of(
+                staged
+                    .iter()
+                    .flat_map(|s| s.data.iter().flat_map(|d| d.keys()))
+                    .map(String::as_str),
+            );
+            render::etcd_restore::with_etcd_restore(&facts.config.spec, secret, form)
         }
         _ => facts.config.spec.clone(),
     };

@@ -7,23 +7,28 @@ use kubeadm_api::bootstrap::v1beta2::{
     Encoding, File, FileSource, KubeadmConfigSpec, SecretFileSource,
 };
 pub use kubeadm_api::bootstrap::validation::{
-    ETCD_RESTORE_SCRIPT_PATH, ETCD_RESTORE_SNAPSHOT_PATH,
+    ETCD_RESTORE_DOWNLOAD_PATH, ETCD_RESTORE_SCRIPT_PATH, ETCD_RESTORE_SNAPSHOT_PATH,
 };
-pub use kubeadm_api::meta::{ETCD_RESTORE_SECRET_KEY, ETCD_RESTORE_SNAPSHOT_ANNOTATION};
+pub use kubeadm_api::meta::{
+    ETCD_RESTORE_DOWNLOAD_KEY, ETCD_RESTORE_SECRET_KEY, ETCD_RESTORE_SNAPSHOT_ANNOTATION,
+};
 
 /// kubeadm's default etcd data directory.
 const DEFAULT_DATA_DIR: &str = "/var/lib/etcd";
 
 /// The restore script. It asks kubeadm for the etcd manifest it would write on this node, so that the
 /// restored member gets the name, peer URL and data directory etcd will run with; removes the manifest
-/// again for `kubeadm init` to write; and restores with `etcdutl` (from PATH, else from kubeadm's etcd
-/// image through containerd), its revision bumped where etcdutl can (3.5.13+). A data directory that
-/// already holds a member is never overwritten.
+/// again for `kubeadm init` to write; fetches a snapshot in object storage next to the data directory
+/// (not into `/run`, a small tmpfs), checks its checksums and opens it when sealed (`openssl`, the
+/// object's own keys); and restores with `etcdutl` (from PATH, else from kubeadm's etcd image through
+/// containerd), its revision bumped where etcdutl can (3.5.13+). A data directory that already holds a
+/// member is never overwritten.
 const SCRIPT: &str = r#"#!/bin/sh
 # Restores the etcd snapshot this machine was made with into etcd's data directory, before
 # `kubeadm init` starts etcd: a new one-member etcd cluster holding the snapshot's data.
 set -eu
 snapshot=__SNAPSHOT__
+download=__DOWNLOAD__
 manifest=/etc/kubernetes/manifests/etcd.yaml
 kubeadm init phase etcd local --config /run/kubeadm/kubeadm.yaml
 flag() { sed -n "s/^ *- --$1=//p" "$manifest" | head -n 1; }
@@ -36,17 +41,54 @@ if [ -e "$data/member" ]; then
   echo "etcd restore: $data already holds an etcd member; not restoring over it" >&2
   exit 1
 fi
+if [ -f "$download" ]; then
+  # The snapshot is an object in the store: the URL, checksums and (when sealed) keys are given.
+  field() { sed -n "s/^$1 //p" "$download"; }
+  mkdir -p "$(dirname "$data")"
+  snapshot="$(dirname "$data")/etcd-restore-snapshot.db"
+  stored="$snapshot.stored"
+  curl --fail --silent --show-error --retry 5 --retry-delay 2 --retry-all-errors \
+    --output "$stored" "$(field url)"
+  if ! echo "$(field stored-sha256)  $stored" | sha256sum -c --status -; then
+    rm -f "$stored"
+    echo "etcd restore: the downloaded snapshot is not what its manifest says" >&2
+    exit 1
+  fi
+  header=$(field sealed-header)
+  if [ -n "$header" ]; then
+    body=$(( $(stat -c %s "$stored") - 32 ))
+    want=$(tail -c 32 "$stored" | od -An -v -tx1 | tr -d ' \n')
+    got=$(head -c "$body" "$stored" |
+      openssl dgst -sha256 -mac HMAC -macopt "hexkey:$(field mac-key)" -r | cut -d' ' -f1)
+    if [ "$got" != "$want" ]; then
+      rm -f "$stored"
+      echo "etcd restore: the sealed snapshot fails authentication" >&2
+      exit 1
+    fi
+    head -c "$body" "$stored" | tail -c +$((header + 1)) |
+      openssl enc -d -aes-256-ctr -K "$(field cipher-key)" -iv "$(field counter)" > "$snapshot"
+    rm -f "$stored"
+  else
+    mv "$stored" "$snapshot"
+  fi
+  if ! echo "$(field sha256)  $snapshot" | sha256sum -c --status -; then
+    rm -f "$snapshot"
+    echo "etcd restore: the opened snapshot is not what its manifest says" >&2
+    exit 1
+  fi
+  rm -f "$download"
+fi
 if command -v etcdutl >/dev/null 2>&1; then
   run() { etcdutl "$@"; }
 else
   # etcdutl from the etcd image kubeadm runs, through containerd.
   ctr -n k8s.io images pull "$image" >/dev/null
-  run() {
-    ctr -n k8s.io run --rm \
-      --mount "type=bind,src=$(dirname "$snapshot"),dst=$(dirname "$snapshot"),options=rbind:ro" \
-      --mount "type=bind,src=$(dirname "$data"),dst=$(dirname "$data"),options=rbind:rw" \
-      "$image" "etcd-restore-$$-$#" etcdutl "$@"
-  }
+  mounts="--mount type=bind,src=$(dirname "$data"),dst=$(dirname "$data"),options=rbind:rw"
+  if [ "$(dirname "$snapshot")" != "$(dirname "$data")" ]; then
+    mounts="--mount type=bind,src=$(dirname "$snapshot"),dst=$(dirname "$snapshot"),options=rbind:ro $mounts"
+  fi
+  # shellcheck disable=SC2086 # $mounts is flags
+  run() { ctr -n k8s.io run --rm $mounts "$image" "etcd-restore-$$-$#" etcdutl "$@"; }
 fi
 set -- snapshot restore "$snapshot" --name "$name" --initial-cluster "$name=$peer" \
   --initial-advertise-peer-urls "$peer" --data-dir "$data"
@@ -59,20 +101,48 @@ run "$@"
 rm -f "$snapshot"
 "#;
 
+/// What the restore Secret holds, by its keys: the snapshot itself, or where to download it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// [`ETCD_RESTORE_SECRET_KEY`]: the snapshot, gzip + base64.
+    Inline,
+    /// [`ETCD_RESTORE_DOWNLOAD_KEY`]: an object in the store, with its URL, checksums and keys.
+    Download,
+}
+
+impl Form {
+    /// The form of a restore Secret with these keys.
+    pub fn of<'a>(mut keys: impl Iterator<Item = &'a str>) -> Self {
+        if keys.any(|key| key == ETCD_RESTORE_DOWNLOAD_KEY) {
+            Form::Download
+        } else {
+            Form::Inline
+        }
+    }
+}
+
 /// `spec` with what restores the snapshot in Secret `secret`: the snapshot and the script as files, the
 /// script as the last command before kubeadm (after the user's, which may e.g. install etcdutl), and
 /// kubeadm's preflight told that etcd's data directory is expected to be in use.
-pub fn with_etcd_restore(spec: &KubeadmConfigSpec, secret: &str) -> KubeadmConfigSpec {
+pub fn with_etcd_restore(spec: &KubeadmConfigSpec, secret: &str, form: Form) -> KubeadmConfigSpec {
     let mut spec = spec.clone();
+    let (path, key, encoding) = match form {
+        Form::Inline => (
+            ETCD_RESTORE_SNAPSHOT_PATH,
+            ETCD_RESTORE_SECRET_KEY,
+            Some(Encoding::GzipBase64),
+        ),
+        Form::Download => (ETCD_RESTORE_DOWNLOAD_PATH, ETCD_RESTORE_DOWNLOAD_KEY, None),
+    };
     spec.files.push(File {
-        path: ETCD_RESTORE_SNAPSHOT_PATH.to_owned(),
+        path: path.to_owned(),
         owner: Some("root:root".to_owned()),
         permissions: Some("0600".to_owned()),
-        encoding: Some(Encoding::GzipBase64),
+        encoding,
         content_from: FileSource {
             secret: SecretFileSource {
                 name: secret.to_owned(),
-                key: ETCD_RESTORE_SECRET_KEY.to_owned(),
+                key: key.to_owned(),
             },
         },
         ..File::default()
@@ -81,7 +151,11 @@ pub fn with_etcd_restore(spec: &KubeadmConfigSpec, secret: &str) -> KubeadmConfi
         path: ETCD_RESTORE_SCRIPT_PATH.to_owned(),
         owner: Some("root:root".to_owned()),
         permissions: Some("0700".to_owned()),
-        content: Some(SCRIPT.replace("__SNAPSHOT__", ETCD_RESTORE_SNAPSHOT_PATH)),
+        content: Some(
+            SCRIPT
+                .replace("__SNAPSHOT__", ETCD_RESTORE_SNAPSHOT_PATH)
+                .replace("__DOWNLOAD__", ETCD_RESTORE_DOWNLOAD_PATH),
+        ),
         ..File::default()
     });
     spec.pre_kubeadm_commands
@@ -114,7 +188,7 @@ mod tests {
         let mut spec = KubeadmConfigSpec::default();
         spec.pre_kubeadm_commands.push("install-tools".into());
         spec.cluster_configuration.etcd.local.data_dir = Some("/data/etcd".into());
-        let restoring = with_etcd_restore(&spec, "c1-etcd-restore");
+        let restoring = with_etcd_restore(&spec, "c1-etcd-restore", Form::Inline);
         assert_eq!(
             restoring.pre_kubeadm_commands,
             ["install-tools", "/bin/sh /run/cluster-api/etcd-restore.sh"]
@@ -133,7 +207,7 @@ mod tests {
         let script = restoring.files[1].content.as_deref().unwrap();
         assert!(script.contains("snapshot=/run/cluster-api/etcd-snapshot.db\n"));
         // Rendering twice (a retried render) does not list the check twice.
-        let again = with_etcd_restore(&restoring, "c1-etcd-restore");
+        let again = with_etcd_restore(&restoring, "c1-etcd-restore", Form::Inline);
         assert_eq!(
             again
                 .init_configuration
@@ -141,5 +215,23 @@ mod tests {
                 .ignore_preflight_errors,
             ["DirAvailable--data-etcd"]
         );
+    }
+
+    #[test]
+    fn the_restore_secret_says_by_its_keys_whether_it_holds_the_snapshot() {
+        assert_eq!(Form::of(["snapshot.db.gz.b64"].into_iter()), Form::Inline);
+        assert_eq!(Form::of(["download"].into_iter()), Form::Download);
+        assert_eq!(Form::of(std::iter::empty()), Form::Inline);
+        let spec = with_etcd_restore(
+            &KubeadmConfigSpec::default(),
+            "c1-etcd-restore",
+            Form::Download,
+        );
+        let download = &spec.files[0];
+        assert_eq!(download.path, ETCD_RESTORE_DOWNLOAD_PATH);
+        assert_eq!(download.encoding, None);
+        assert_eq!(download.content_from.secret.key, ETCD_RESTORE_DOWNLOAD_KEY);
+        let script = spec.files[1].content.as_deref().unwrap();
+        assert!(script.contains("download=/run/cluster-api/etcd-snapshot.download\n"));
     }
 }

@@ -121,6 +121,17 @@ pub fn secrets() -> BTreeMap<(String, String), String> {
             ("prod-eu1-etcd-restore".into(), "snapshot.db.gz.b64".into()),
             "H4sIAAAAAAACA8vLL1FIVCjOSywozsgvAQDovhXrDgAAAA==".into(),
         ),
+        (
+            ("prod-eu1-etcd-restore-s3".into(), "download".into()),
+            "url https://s3.eu1.example.com/backups/etcd-20261207T030000Z.db.sealed?X-Amz-Signature=00\n\
+             stored-sha256 1111111111111111111111111111111111111111111111111111111111111111\n\
+             sha256 2222222222222222222222222222222222222222222222222222222222222222\n\
+             sealed-header 40\n\
+             cipher-key 3333333333333333333333333333333333333333333333333333333333333333\n\
+             counter 44444444444444444444444444444444\n\
+             mac-key 5555555555555555555555555555555555555555555555555555555555555555\n"
+                .into(),
+        ),
     ])
 }
 

@@ -108,11 +108,26 @@ fn config_with_empty_spec_renders_with_defaults() {
 /// the script, run last before `kubeadm init`, with etcd's data directory check ignored.
 #[test]
 fn etcd_restore_runs_before_kubeadm_init() {
-    let spec = kubeadm_bootstrap::render::etcd_restore::with_etcd_restore(
+    use kubeadm_bootstrap::render::etcd_restore::{Form, with_etcd_restore};
+    let spec = with_etcd_restore(
         &KubeadmConfigSpec::default(),
         "prod-eu1-etcd-restore",
+        Form::Inline,
     );
     check_golden_of("etcd-restore-", &spec, Role::Init, V1BETA4_VERSION);
+}
+
+/// The same from a snapshot in object storage: the download (URL, checksums, the object's keys) from
+/// the restore Secret instead of the snapshot; the script fetches, checks and opens it.
+#[test]
+fn etcd_restore_from_object_storage_downloads_the_snapshot() {
+    use kubeadm_bootstrap::render::etcd_restore::{Form, with_etcd_restore};
+    let spec = with_etcd_restore(
+        &KubeadmConfigSpec::default(),
+        "prod-eu1-etcd-restore-s3",
+        Form::Download,
+    );
+    check_golden_of("etcd-restore-s3-", &spec, Role::Init, V1BETA4_VERSION);
 }
 
 /// Kubeconfig-file discovery instead of a bootstrap token: the kubeconfig described in the spec is written

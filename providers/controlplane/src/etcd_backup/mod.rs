@@ -82,6 +82,15 @@ fn part(file: &str) -> Option<Part<'_>> {
     }
 }
 
+/// The manifest's file name of snapshot object `file` (a file name, without the folder); `None` when it
+/// is not a snapshot object.
+pub fn manifest_of(file: &str) -> Option<String> {
+    match part(file)? {
+        Part::Snapshot(stamp) => Some(format!("etcd-{stamp}.json")),
+        Part::Manifest(_) => None,
+    }
+}
+
 /// The objects of a cluster's folder (file names, without the folder) to delete so that the newest
 /// `keep` complete snapshots remain: every older snapshot and manifest, and every snapshot without a
 /// manifest other than `in_flight` (an upload that ended without its manifest). Objects named

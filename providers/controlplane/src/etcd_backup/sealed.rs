@@ -170,6 +170,7 @@ pub struct Opener {
     key: Key,
     header: Vec<u8>,
     state: Option<(Aes256Ctr, hmac::Context)>,
+    keys: Option<ObjectKeys>,
     held: Vec<u8>,
 }
 
@@ -179,6 +180,7 @@ impl Opener {
             key: key.clone(),
             header: Vec::with_capacity(HEADER_LEN),
             state: None,
+            keys: None,
             held: Vec::with_capacity(2 * TAG_LEN),
         }
     }
@@ -202,6 +204,7 @@ impl Opener {
             let mut mac = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, &keys.mac));
             mac.update(&self.header);
             self.state = Some((keys.cipher(), mac));
+            self.keys = Some(keys);
         }
         self.held.extend_from_slice(input);
         let ready = self.held.len().saturating_sub(TAG_LEN);
@@ -210,6 +213,11 @@ impl Opener {
         mac.update(&out);
         cipher.apply_keystream(&mut out);
         Ok(out)
+    }
+
+    /// The keys of this object, once its header is in: what a node needs to check and open it.
+    pub fn keys(&self) -> Option<&ObjectKeys> {
+        self.keys.as_ref()
     }
 
     /// Checks the tag at the end of the stream.

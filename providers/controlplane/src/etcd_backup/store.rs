@@ -343,13 +343,13 @@ pub async fn manifest(store: &dyn ObjectStore, manifest: &str) -> Result<Manifes
 /// Reads the snapshot of `manifest` back whole, checking that it is what the manifest says: the
 /// stored bytes' size and SHA-256, and when sealed, that `key` opens it (its tag) into the database's
 /// size and SHA-256. Each opened piece goes to `sink` (e.g. a file, or nothing); only when this returns
-/// `Ok` may what `sink` got be used.
+/// `Ok` may what `sink` got be used. Returns the keys of a sealed object.
 pub async fn read_checked(
     store: &dyn ObjectStore,
     manifest: &Manifest,
     key: Option<&Key>,
     mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
-) -> Result<(), StoreError> {
+) -> Result<Option<sealed::ObjectKeys>, StoreError> {
     let object = manifest.object.as_str();
     let mut opener = match (&manifest.encryption, key) {
         (Some(_), None) => {
@@ -398,6 +398,7 @@ pub async fn read_checked(
             }
         }
     }
+    let keys = opener.as_ref().and_then(|o| o.keys().cloned());
     if let Some(opener) = opener {
         opener
             .finish()
@@ -419,5 +420,24 @@ pub async fn read_checked(
             manifest.size, manifest.sha256
         )));
     }
-    Ok(())
+    Ok(keys)
+}
+
+/// A URL that lets whoever holds it read `object` for `valid` without credentials (AWS Signature V4
+/// query parameters).
+pub async fn presigned_get(
+    store: &AmazonS3,
+    object: &str,
+    valid: Duration,
+) -> Result<String, StoreError> {
+    use object_store::signer::Signer;
+    store
+        .signed_url(
+            object_store::signer::Method::GET,
+            &Path::from(object),
+            valid,
+        )
+        .await
+        .map(String::from)
+        .map_err(|e| StoreError::from_store(&format!("sign a download of {object}"), e))
 }

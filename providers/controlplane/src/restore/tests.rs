@@ -52,14 +52,89 @@ fn sources_are_a_secret_or_an_absolute_file() {
             "file:/var/snapshots/ns/c1/../c2/etcd.db",
             "without `.` or `..`",
         ),
+        ("s3://bucket", "`s3://<bucket>/<object>`"),
+        ("s3:///etcd.db", "`s3://<bucket>/<object>`"),
+        ("s3://bucket/ns/../c2/etcd.db", "`.` or `..`"),
+        ("s3://bucket/ns//etcd.db", "empty"),
         (
-            "s3://bucket/etcd.db",
-            "must be `secret/<name>` or `file:<path>`",
+            "http://bucket/etcd.db",
+            "must be `secret/<name>`, `file:<path>` or `s3://<bucket>/<object>`",
         ),
     ] {
         let refusal = Source::parse(bad).unwrap_err().to_string();
         assert!(refusal.contains(ETCD_RESTORE_FROM_ANNOTATION), "{refusal}");
         assert!(refusal.contains(rule), "{bad}: {refusal}");
+    }
+}
+
+#[test]
+fn objects_are_named_as_the_status_names_them() {
+    let location = "s3://backups/etcd/ns/c1/etcd-20261207T030000Z.db.sealed";
+    let source = Source::parse(location).unwrap();
+    assert_eq!(
+        source,
+        Source::Object {
+            bucket: "backups".into(),
+            key: "etcd/ns/c1/etcd-20261207T030000Z.db.sealed".into()
+        }
+    );
+    assert_eq!(source.to_string(), location);
+}
+
+#[test]
+fn only_snapshot_objects_of_this_clusters_folder_in_the_backup_bucket_are_restored() {
+    use kubeadm_api::controlplane::etcd_backup::EtcdBackup;
+    let mut backup = EtcdBackup::default();
+    backup.s3.bucket = "backups".into();
+    backup.s3.prefix = Some("etcd".into());
+    let check = |bucket: &str, key: &str, backup: Option<&EtcdBackup>| {
+        check_object(bucket, key, backup, "ns", "c1").map_err(|r| r.to_string())
+    };
+    assert_eq!(
+        check(
+            "backups",
+            "etcd/ns/c1/etcd-20261207T030000Z.db",
+            Some(&backup)
+        ),
+        Ok("etcd/ns/c1/etcd-20261207T030000Z.json".into())
+    );
+    assert_eq!(
+        check(
+            "backups",
+            "etcd/ns/c1/etcd-20261207T030000Z.db.sealed",
+            Some(&backup)
+        ),
+        Ok("etcd/ns/c1/etcd-20261207T030000Z.json".into())
+    );
+    for (bucket, key, backup, rule) in [
+        (
+            "backups",
+            "etcd/ns/c1/etcd-20261207T030000Z.db",
+            None,
+            "needs spec.etcdBackup",
+        ),
+        (
+            "other",
+            "etcd/ns/c1/etcd-20261207T030000Z.db",
+            Some(&backup),
+            "not spec.etcdBackup.s3.bucket (backups)",
+        ),
+        (
+            "backups",
+            "etcd/ns/c2/etcd-20261207T030000Z.db",
+            Some(&backup),
+            "snapshots of ns/c1 are in s3://backups/etcd/ns/c1/",
+        ),
+        (
+            "backups",
+            "etcd/ns/c1/etcd-20261207T030000Z.json",
+            Some(&backup),
+            "not a snapshot object",
+        ),
+    ] {
+        let refusal = check(bucket, key, backup).unwrap_err();
+        assert!(refusal.contains(ETCD_RESTORE_FROM_ANNOTATION), "{refusal}");
+        assert!(refusal.contains(rule), "{key}: {refusal}");
     }
 }
 
@@ -140,6 +215,86 @@ fn the_integrity_check_is_etcds() {
             .unwrap_err()
             .to_string()
             .contains("too few")
+    );
+}
+
+#[test]
+fn the_check_of_a_snapshot_in_pieces_is_the_check_of_the_whole() {
+    let source = Source::Secret("s".into());
+    let good = snapshot(10_000);
+    let mut altered = good.clone();
+    altered[5000] ^= 1;
+    for whole in [
+        good.clone(),
+        altered,
+        good[..good.len() - 1].to_vec(),
+        vec![0u8; 40],
+    ] {
+        let expected = verify(&source, &whole);
+        for piece in [1, 7, 31, 32, 33, 4096, whole.len()] {
+            let mut check = SnapshotCheck::default();
+            for chunk in whole.chunks(piece) {
+                check.update(chunk);
+            }
+            assert_eq!(check.finish(&source), expected, "pieces of {piece}");
+        }
+    }
+    assert!(verify(&source, &good).is_ok());
+}
+
+#[test]
+fn a_download_says_what_the_node_checks_and_is_signed_again_in_place() {
+    use crate::etcd_backup::sealed::ObjectKeys;
+    let plain = Download {
+        url: "http://127.0.0.1:9000/b/ns/c1/etcd-1.db?X-Amz-Signature=aa".into(),
+        stored_sha256: "11".repeat(32),
+        sha256: "11".repeat(32),
+        sealed: None,
+    };
+    let text = plain.render();
+    assert_eq!(
+        text,
+        format!(
+            "url http://127.0.0.1:9000/b/ns/c1/etcd-1.db?X-Amz-Signature=aa\nstored-sha256 {0}\nsha256 {0}\n",
+            "11".repeat(32)
+        )
+    );
+    let sealed = Download {
+        sealed: Some(ObjectKeys {
+            cipher: [3; 32],
+            counter: [4; 16],
+            mac: [5; 32],
+        }),
+        ..plain
+    }
+    .render();
+    assert!(
+        sealed.contains(&format!("\ncipher-key {}\n", "03".repeat(32))),
+        "{sealed}"
+    );
+    assert!(sealed.contains(&format!("\ncounter {}\n", "04".repeat(16))));
+    assert!(sealed.contains(&format!("\nmac-key {}\n", "05".repeat(32))));
+    assert!(sealed.contains("\nsealed-header 40\n"));
+    // The Debug form shows no URL (it grants reading) and no key.
+    let debug = format!(
+        "{:?}",
+        Download::clone(&Download {
+            url: "http://secret-url".into(),
+            stored_sha256: String::new(),
+            sha256: String::new(),
+            sealed: None,
+        })
+    );
+    assert!(!debug.contains("secret-url"), "{debug}");
+
+    let again = Download::with_url(&sealed, "http://127.0.0.1:9000/b/new?X-Amz-Signature=bb");
+    assert_eq!(
+        again.lines().next(),
+        Some("url http://127.0.0.1:9000/b/new?X-Amz-Signature=bb")
+    );
+    assert_eq!(
+        again.lines().skip(1).collect::<Vec<_>>(),
+        sealed.lines().skip(1).collect::<Vec<_>>()
     );
 }
 

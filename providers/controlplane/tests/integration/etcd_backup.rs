@@ -144,7 +144,8 @@ impl Fixture {
         use std::io::Write;
         let path = self.dir.path().join("restored.db");
         let mut file = std::fs::File::create(&path).unwrap();
-        store::read_checked(store, manifest, key, |piece| file.write_all(piece)).await?;
+        let keys = store::read_checked(store, manifest, key, |piece| file.write_all(piece)).await?;
+        assert_eq!(keys.is_some(), manifest.encryption.is_some());
         Ok(path)
     }
 }

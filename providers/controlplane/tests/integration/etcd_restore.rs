@@ -117,8 +117,8 @@ async fn restores_that_cannot_be_safe_are_refused_and_touch_nothing() {
             "snapshots of default/prod are in",
         ),
         (
-            "s3://bucket/etcd.db".to_owned(),
-            "must be `secret/<name>` or `file:<path>`",
+            "s3://bucket/ns/c1/etcd-20261207T030000Z.db".to_owned(),
+            "restoring from object storage needs spec.etcdBackup",
         ),
     ];
     for (value, why) in &cases {

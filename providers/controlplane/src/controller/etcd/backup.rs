@@ -4,6 +4,8 @@
 //! retention deleted. A snapshot the store does not take is reported (condition, Warning Event) and
 //! tried again [`RETRY_AFTER`] later; the snapshots already stored stay.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
@@ -13,6 +15,7 @@ use kubeadm_api::controlplane::etcd_backup::{
 };
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::ETCD_LAST_SNAPSHOT_ANNOTATION;
+use object_store::aws::AmazonS3;
 
 use super::defrag::Refusal;
 use super::{ClusterKey, EtcdView, Maintained};
@@ -49,12 +52,8 @@ pub(super) async fn snapshot(
         ctx.etcd.backup_failed(key, now);
         Ok(Some(Maintained::refused(Refusal { reason, message })))
     };
-    let (credentials, sealing) = match secrets(ctx, namespace, backup).await {
-        Ok(found) => found,
-        Err(why) => return refused(reasons::BACKUP_MISCONFIGURED, why),
-    };
-    let client = match store::client(&backup.s3, &credentials) {
-        Ok(client) => client,
+    let (client, sealing) = match open(ctx, namespace, backup).await {
+        Ok(opened) => opened,
         Err(why) => return refused(reasons::BACKUP_MISCONFIGURED, why),
     };
     let folder = etcd_backup::folder(backup, namespace, cluster);
@@ -123,6 +122,17 @@ pub(super) async fn snapshot(
     super::snapshot::kept(ctx, kcp, now, note, snapshot)
         .await
         .map(Some)
+}
+
+/// A client of the store `backup` names, and its sealing key (with where it came from), from the
+/// Secrets of `namespace`. An error names the Secret, the key or the field at fault.
+pub(in crate::controller) async fn open(
+    ctx: &Context,
+    namespace: &str,
+    backup: &EtcdBackup,
+) -> Result<(Arc<AmazonS3>, Option<(sealed::Key, String)>), String> {
+    let (credentials, sealing) = secrets(ctx, namespace, backup).await?;
+    Ok((store::client(&backup.s3, &credentials)?, sealing))
 }
 
 /// The credentials (and CA) and the sealing key `backup` names, from Secrets of `namespace`. An error

@@ -3,7 +3,7 @@
 //! annotates on the etcd pods, KEP-2506, with a client certificate from the cluster's etcd CA),
 //! [`membership`] (the one change the planner asks for), [`defrag`] and [`snapshot`] (maintenance).
 
-mod backup;
+pub(super) mod backup;
 mod defrag;
 mod membership;
 mod observe;

@@ -20,16 +20,22 @@ use serde_json::json;
 
 use super::Next;
 use crate::controller::annotations::annotate_machine;
+use crate::controller::etcd::backup::open as open_store;
 use crate::controller::events::{publish, publish_about};
 use crate::controller::machines::{self, Kubeadm};
 use crate::controller::scope::ControlPlane;
 use crate::controller::status::Report;
 use crate::controller::{Context, Error, merge_params};
+use crate::etcd_backup::store::{self, StoreError};
 use crate::etcd_maintenance::{SECRET_SNAPSHOT_LIMIT, SNAPSHOT_SECRET_KEY};
 use crate::machines::Health;
 use crate::restore::{
-    self, ETCD_RESTORE_FROM_ANNOTATION, ETCD_RESTORE_SECRET_KEY, Refusal, Source, Step,
+    self, Download, ETCD_RESTORE_DOWNLOAD_KEY, ETCD_RESTORE_FROM_ANNOTATION,
+    ETCD_RESTORE_SECRET_KEY, Refusal, Source, Step,
 };
+
+/// How soon a snapshot is read again from a store that did not answer.
+const STORE_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(super) async fn reconcile(
     cp: &ControlPlane<'_>,
@@ -84,9 +90,14 @@ pub(super) async fn reconcile(
     let news = report.etcd_restore(&step, requested);
     let mut note = step.describe(requested);
     let (action, machine) = match &step {
-        Step::Refuse(_) => {
+        Step::Refuse(refusal) => {
             if news {
                 publish(ctx, cp.kcp, &events::ETCD_RESTORE_REFUSED, &note).await;
+            }
+            // A store that does not answer yet: the restore goes ahead once it does, so nothing else
+            // acts meanwhile (no machine is made for a cluster about to be replaced).
+            if let Refusal::StoreUnavailable { .. } = refusal {
+                return Ok(Some(Next::After(STORE_RETRY)));
             }
             return Ok(None);
         }
@@ -125,6 +136,9 @@ pub(super) async fn reconcile(
         }
         Step::WaitForDeletion(_) | Step::WaitForMachine(_) => return Ok(Some(Next::Waiting)),
         Step::Create => {
+            if let Ok(source) = Source::parse(requested) {
+                sign_again(cp, ctx, &secrets, &secret_name, &source).await?;
+            }
             let name = machines::create(
                 ctx,
                 cp.kcp,
@@ -165,8 +179,9 @@ pub(super) async fn reconcile(
     Ok(Some(Next::Stepped))
 }
 
-/// Reads the snapshot, checks that it is this cluster's and intact, and stages it (gzip, base64) in the
-/// restore Secret the restoring machine's bootstrap data reads. A refusal is returned, not raised.
+/// Reads the snapshot, checks that it is this cluster's and intact, and stages it in the restore Secret
+/// the restoring machine's bootstrap data reads: the snapshot itself (gzip, base64), or for an object in
+/// the store where the machine downloads it from ([`Download`]). A refusal is returned, not raised.
 async fn stage(
     cp: &ControlPlane<'_>,
     ctx: &Context,
@@ -174,6 +189,59 @@ async fn stage(
     secret_name: &str,
     source: &Source,
 ) -> Result<Result<(), Refusal>, Error> {
+    let staged = match source {
+        Source::Object { bucket, key } => stage_object(cp, ctx, source, bucket, key).await?,
+        Source::Secret(_) | Source::File(_) => stage_inline(cp, ctx, secrets, source).await?,
+    };
+    let (key, value, verified) = match staged {
+        Ok(staged) => staged,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(secret_name.to_owned()),
+            namespace: Some(cp.namespace.clone()),
+            labels: Some([(CLUSTER_NAME_LABEL.to_owned(), cp.cluster_name.clone())].into()),
+            annotations: Some(
+                [
+                    (ETCD_RESTORE_FROM_ANNOTATION.to_owned(), source.to_string()),
+                    (
+                        "controlplane.cluster.x-k8s.io/etcd-snapshot-sha256".to_owned(),
+                        verified.sha256.clone(),
+                    ),
+                ]
+                .into(),
+            ),
+            owner_references: Some(vec![crate::controller::owner_reference(cp.kcp)]),
+            ..Default::default()
+        },
+        type_: Some(CLUSTER_SECRET_TYPE.to_owned()),
+        data: Some([(key.to_owned(), ByteString(value.into_bytes()))].into()),
+        ..Default::default()
+    };
+    // A copy staged for an earlier request is replaced.
+    machines::delete_ignoring_missing(secrets, secret_name).await?;
+    secrets.create(&PostParams::default(), &secret).await?;
+    tracing::info!(
+        kcp = %cp.kcp.name_any(),
+        %source,
+        bytes = verified.database_bytes,
+        sha256 = %verified.sha256,
+        "staged the etcd snapshot to restore"
+    );
+    Ok(Ok(()))
+}
+
+/// What a stage puts in the restore Secret: the key, its value, and what the check found.
+type Staged = (&'static str, String, restore::Verified);
+
+/// A snapshot from a Secret or a file, read whole, checked, and compressed into the Secret.
+async fn stage_inline(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    source: &Source,
+) -> Result<Result<Staged, Refusal>, Error> {
     let snapshot = match read(cp, ctx, secrets, source).await? {
         Ok(snapshot) => snapshot,
         Err(refusal) => return Ok(Err(refusal)),
@@ -197,45 +265,139 @@ async fn stage(
             limit: SECRET_SNAPSHOT_LIMIT,
         }));
     }
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(secret_name.to_owned()),
-            namespace: Some(cp.namespace.clone()),
-            labels: Some([(CLUSTER_NAME_LABEL.to_owned(), cp.cluster_name.clone())].into()),
-            annotations: Some(
-                [
-                    (ETCD_RESTORE_FROM_ANNOTATION.to_owned(), source.to_string()),
-                    (
-                        "controlplane.cluster.x-k8s.io/etcd-snapshot-sha256".to_owned(),
-                        verified.sha256.clone(),
-                    ),
-                ]
-                .into(),
-            ),
-            owner_references: Some(vec![crate::controller::owner_reference(cp.kcp)]),
-            ..Default::default()
-        },
-        type_: Some(CLUSTER_SECRET_TYPE.to_owned()),
-        data: Some(
-            [(
-                ETCD_RESTORE_SECRET_KEY.to_owned(),
-                ByteString(encoded.into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
+    Ok(Ok((ETCD_RESTORE_SECRET_KEY, encoded, verified)))
+}
+
+/// How long the restoring machine may use its download URL. It is signed again when the machine is
+/// created, so this only has to cover the machine's provisioning.
+const DOWNLOAD_VALID: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// A snapshot object in the store: its manifest read, the object streamed through every check (its
+/// stored checksum, its seal, etcd's own hash) without keeping it, and a download for the machine.
+async fn stage_object(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    source: &Source,
+    bucket: &str,
+    key: &str,
+) -> Result<Result<Staged, Refusal>, Error> {
+    let backup = cp.kcp.spec.etcd_backup.as_ref();
+    let manifest_name =
+        match restore::check_object(bucket, key, backup, &cp.namespace, &cp.cluster_name) {
+            Ok(name) => name,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+    let backup = backup.expect("check_object refuses without spec.etcdBackup");
+    let unavailable = |why: String| Refusal::StoreUnavailable {
+        snapshot: source.to_string(),
+        why,
     };
-    // A copy staged for an earlier request is replaced.
-    machines::delete_ignoring_missing(secrets, secret_name).await?;
-    secrets.create(&PostParams::default(), &secret).await?;
-    tracing::info!(
-        kcp = %cp.kcp.name_any(),
-        %source,
-        bytes = verified.database_bytes,
-        sha256 = %verified.sha256,
-        "staged the etcd snapshot to restore"
-    );
-    Ok(Ok(()))
+    let refusal = |error: StoreError| match error {
+        StoreError::NotFound(_) => Refusal::Missing {
+            snapshot: source.to_string(),
+        },
+        StoreError::Corrupt(why) => Refusal::Corrupt {
+            snapshot: source.to_string(),
+            why,
+        },
+        StoreError::Denied(why) | StoreError::Failed(why) => unavailable(why),
+    };
+    let (client, sealing) = match open_store(ctx, &cp.namespace, backup).await {
+        Ok(opened) => opened,
+        Err(why) => return Ok(Err(unavailable(why))),
+    };
+    let manifest = match store::manifest(client.as_ref(), &manifest_name).await {
+        Ok(manifest) => manifest,
+        Err(e) => return Ok(Err(refusal(e))),
+    };
+    let own = format!("{}/{}", cp.namespace, cp.cluster_name);
+    if manifest.cluster != own {
+        return Ok(Err(Refusal::OtherCluster {
+            snapshot: source.to_string(),
+            cluster: cp.cluster_name.clone(),
+            why: format!(
+                "its manifest {manifest_name} names cluster {}",
+                manifest.cluster
+            ),
+        }));
+    }
+    if manifest.object != key {
+        return Ok(Err(Refusal::Corrupt {
+            snapshot: source.to_string(),
+            why: format!(
+                "its manifest {manifest_name} names object {}",
+                manifest.object
+            ),
+        }));
+    }
+    let mut check = restore::SnapshotCheck::default();
+    let key_of_seal = sealing.as_ref().map(|(key, _)| key);
+    let keys = match store::read_checked(client.as_ref(), &manifest, key_of_seal, |piece| {
+        check.update(piece);
+        Ok(())
+    })
+    .await
+    {
+        Ok(keys) => keys,
+        Err(e) => return Ok(Err(refusal(e))),
+    };
+    let verified = match check.finish(source) {
+        Ok(verified) => verified,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let url = match store::presigned_get(client.as_ref(), key, DOWNLOAD_VALID).await {
+        Ok(url) => url,
+        Err(e) => return Ok(Err(refusal(e))),
+    };
+    let download = Download {
+        url,
+        stored_sha256: manifest.stored_sha256,
+        sha256: manifest.sha256,
+        sealed: keys,
+    };
+    Ok(Ok((ETCD_RESTORE_DOWNLOAD_KEY, download.render(), verified)))
+}
+
+/// Signs the staged download of an object again just before the machine that uses it is created, so
+/// that its URL is valid for that machine's whole provisioning however long the old machines took.
+async fn sign_again(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    secret_name: &str,
+    source: &Source,
+) -> Result<(), Error> {
+    let Source::Object { key, .. } = source else {
+        return Ok(());
+    };
+    let Some(backup) = cp.kcp.spec.etcd_backup.as_ref() else {
+        return Err(Error::Etcd(format!(
+            "restore from {source}: spec.etcdBackup was removed while the restore runs"
+        )));
+    };
+    let staged = secrets
+        .get(secret_name)
+        .await?
+        .data
+        .and_then(|d| d.get(ETCD_RESTORE_DOWNLOAD_KEY).cloned())
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .ok_or_else(|| {
+            Error::Etcd(format!(
+                "restore from {source}: Secret {secret_name} has no {ETCD_RESTORE_DOWNLOAD_KEY:?}"
+            ))
+        })?;
+    let (client, _) = open_store(ctx, &cp.namespace, backup)
+        .await
+        .map_err(|why| Error::Etcd(format!("restore from {source}: {why}")))?;
+    let url = store::presigned_get(client.as_ref(), key, DOWNLOAD_VALID)
+        .await
+        .map_err(|e| Error::Etcd(format!("restore from {source}: {e}")))?;
+    let value = base64::engine::general_purpose::STANDARD.encode(Download::with_url(&staged, &url));
+    let patch = json!({ "data": { ETCD_RESTORE_DOWNLOAD_KEY: value } });
+    secrets
+        .patch(secret_name, &merge_params(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
 }
 
 /// The snapshot's bytes, as etcd streamed them; a refusal when it is missing or not this cluster's.
@@ -296,6 +458,7 @@ async fn read(
                 Err(e) => Err(Error::Etcd(format!("read {}: {e}", path.display()))),
             }
         }
+        Source::Object { .. } => unreachable!("objects are streamed, not read whole"),
     }
 }
 
