@@ -112,6 +112,11 @@ pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machi
 /// Annotation on the KubeadmControlPlane: daily defragmentation time `HH:MM` (UTC), or `disabled`.
 pub const ETCD_DEFRAG_SCHEDULE_ANNOTATION: &str =
     "controlplane.cluster.x-k8s.io/etcd-defrag-schedule";
+/// Annotation on the KubeadmControlPlane: the share of a member's database file that must be free
+/// (allocated but unused, and at least 4 MiB) for the scheduled defragmentation to rewrite it, `40%` by
+/// default; `0%` defragments every member every time.
+pub const ETCD_DEFRAG_MIN_FREE_ANNOTATION: &str =
+    "controlplane.cluster.x-k8s.io/etcd-defrag-min-free";
 /// Annotation the controller keeps on the KubeadmControlPlane: when the last defragmentation finished.
 pub const ETCD_LAST_DEFRAG_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/etcd-last-defrag";
 /// Annotation on the KubeadmControlPlane: daily snapshot time `HH:MM` (UTC), or `disabled`; snapshots are

@@ -57,6 +57,7 @@ pub const KEYS: &[Key] = &[
     key(&[SKIP_COREDNS_ANNOTATION], "annotation", ControlPlane, "you", "leave CoreDNS alone, and do not check CoreDNS upgrades at admission"),
     key(&[ETCD_UNSAFE_NO_FSYNC_ANNOTATION], "annotation", ControlPlane, "you", "`\"true\"`: run stacked etcd with `--unsafe-no-fsync` (changes the machines, so it rolls them)"),
     key(&[ETCD_DEFRAG_SCHEDULE_ANNOTATION], "annotation", ControlPlane, "you", "daily defragmentation time `\"HH:MM\"` (UTC, default `02:30`) or `\"disabled\"`"),
+    key(&[ETCD_DEFRAG_MIN_FREE_ANNOTATION], "annotation", ControlPlane, "you", "the share of a member's database that must be free (and at least 4 MiB) for the scheduled defragmentation to rewrite it: `40%` (default), `0%` for every member every time"),
     key(&[ETCD_LAST_DEFRAG_ANNOTATION], "annotation", ControlPlane, "we", "when the last defragmentation round finished; the schedule's clock"),
     key(&[ETCD_SNAPSHOT_SCHEDULE_ANNOTATION], "annotation", ControlPlane, "you", "daily snapshot time `\"HH:MM\"` (UTC, default `03:00`) or `\"disabled\"`"),
     key(&[ETCD_SNAPSHOT_TARGET_ANNOTATION], "annotation", ControlPlane, "you", "`\"secret\"` (a Secret per snapshot) or `\"dir\"` (`--etcd-snapshot-dir`, the default when the manager has one)"),

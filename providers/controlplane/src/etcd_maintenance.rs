@@ -2,10 +2,14 @@
 //! slow clouds, decided one step per reconcile: compact, defragment the followers one by one, hand
 //! leadership to a defragmented member, then defragment the former leader. Defragmenting a member blocks
 //! its reads and writes for a moment; doing the leader last, after it stopped leading, keeps the cluster
-//! answering throughout. Only a healthy cluster of several voters is defragmented.
+//! answering throughout. Only a healthy cluster of several voters is defragmented, and only the members
+//! whose database file is fragmented enough ([`MinFree`]) are rewritten.
 
-use kubeadm_api::meta::{ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_SNAPSHOT_TARGET_ANNOTATION};
-use std::collections::BTreeMap;
+use kubeadm_api::meta::{
+    ETCD_DEFRAG_MIN_FREE_ANNOTATION, ETCD_DEFRAG_SCHEDULE_ANNOTATION,
+    ETCD_SNAPSHOT_TARGET_ANNOTATION,
+};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::jiff::{Timestamp, ToSpan, civil::Time, tz::TimeZone};
@@ -132,6 +136,63 @@ impl DailyAt {
     }
 }
 
+/// How much of a member's database file must be free (allocated, no longer in use) for a round to
+/// defragment it: rewriting a file that is mostly in use, or a small one, blocks the member for little.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinFree {
+    pub percent: u8,
+    /// Fewer free bytes than this are not worth a rewrite whatever their share (a small file is never
+    /// packed tight: bbolt keeps free pages).
+    pub bytes: i64,
+}
+
+impl MinFree {
+    /// 40 %, where a rewrite returns a good part of the file, and at least 4 MiB.
+    pub const DEFAULT: MinFree = MinFree {
+        percent: 40,
+        bytes: 4 * 1024 * 1024,
+    };
+
+    /// Parses `40%` or `40` (0 to 100); an error names the annotation and the rule.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        text.strip_suffix('%')
+            .unwrap_or(text)
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= 100)
+            .map(|percent| MinFree {
+                percent,
+                ..MinFree::DEFAULT
+            })
+            .ok_or_else(|| {
+                format!(
+                    "{ETCD_DEFRAG_MIN_FREE_ANNOTATION}: {text:?} is not a share of the database like 40% \
+                     (0% to 100%)"
+                )
+            })
+    }
+
+    /// Whether a database file of `size` bytes of which `in_use` are used is fragmented enough.
+    pub fn reached(self, size: i64, in_use: i64) -> bool {
+        if self.percent == 0 {
+            return true;
+        }
+        let free = size - in_use.clamp(0, size);
+        size > 0 && free >= self.bytes && free * 100 >= i64::from(self.percent) * size
+    }
+
+    /// The members (id → database size and size in use) fragmented enough.
+    pub fn members(self, sizes: &BTreeMap<u64, (i64, i64)>) -> BTreeSet<u64> {
+        sizes
+            .iter()
+            .filter(|(_, (size, in_use))| self.reached(*size, *in_use))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
 /// Progress of a defragmentation round, kept by the caller between reconciles (in memory: a restart
 /// starts the round over, which only defragments some members twice).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -187,12 +248,14 @@ pub fn due(schedule: Option<DailyAt>, last: Option<Timestamp>, now: Timestamp) -
     }
 }
 
-/// The next step of a round (`round` is `Some` once started), given the membership and each member's state.
+/// The next step of a round (`round` is `Some` once started), given the membership, each member's state
+/// and which members are fragmented enough to defragment (judged after the round's compaction).
 pub fn next_step(
     members: &[Member],
     states: &BTreeMap<u64, MemberState>,
     due_now: bool,
     round: Option<&Round>,
+    fragmented: &BTreeSet<u64>,
 ) -> Step {
     let Some(round) = round.cloned().or(due_now.then(Round::default)) else {
         return Step::Nothing;
@@ -223,21 +286,23 @@ pub fn next_step(
     if !round.compacted {
         return Step::Compact;
     }
+    let due = |id: &u64| fragmented.contains(id) && !round.defragmented.contains(id);
     if let Some(follower) = voters
         .iter()
         .map(|m| m.id)
-        .find(|id| *id != leader && !round.defragmented.contains(id))
+        .find(|id| *id != leader && due(id))
     {
         return Step::Defragment { member: follower };
     }
-    if round.defragmented.contains(&leader) {
+    if !due(&leader) {
         return Step::Finished;
     }
-    let to = voters
-        .iter()
-        .map(|m| m.id)
+    // To a member already rewritten when there is one: it answers fastest.
+    let followers = || voters.iter().map(|m| m.id).filter(|id| *id != leader);
+    let to = followers()
         .find(|id| round.defragmented.contains(id))
-        .expect("every follower is defragmented and there is at least one");
+        .or_else(|| followers().next())
+        .expect("two or more voters");
     Step::MoveLeader { from: leader, to }
 }
 
@@ -272,17 +337,32 @@ mod tests {
             .collect()
     }
 
-    /// Runs a round to its end the way the controller applies the steps.
-    fn run_round(members: &[Member], mut leader: u64) -> Vec<Step> {
+    fn all(ids: &[u64]) -> BTreeSet<u64> {
+        ids.iter().copied().collect()
+    }
+
+    /// Runs a round to its end the way the controller applies the steps; `fragmented` members stay so
+    /// until they are defragmented.
+    fn run_round(members: &[Member], mut leader: u64, fragmented: &[u64]) -> Vec<Step> {
         let ids: Vec<u64> = members.iter().map(|m| m.id).collect();
+        let mut fragmented = all(fragmented);
         let mut round = Round::default();
         let mut steps = Vec::new();
         for _ in 0..20 {
-            let step = next_step(members, &healthy(leader, &ids), true, Some(&round));
+            let step = next_step(
+                members,
+                &healthy(leader, &ids),
+                true,
+                Some(&round),
+                &fragmented,
+            );
             steps.push(step.clone());
             match step {
                 Step::Compact => round.compacted = true,
-                Step::Defragment { member } => round.defragmented.push(member),
+                Step::Defragment { member } => {
+                    round.defragmented.push(member);
+                    fragmented.remove(&member);
+                }
                 Step::MoveLeader { to, .. } => leader = to,
                 _ => return steps,
             }
@@ -294,7 +374,7 @@ mod tests {
     fn followers_first_then_leadership_moves_then_the_former_leader() {
         let members = [member(1, false), member(2, false), member(3, false)];
         assert_eq!(
-            run_round(&members, 2),
+            run_round(&members, 2, &[1, 2, 3]),
             [
                 Step::Compact,
                 Step::Defragment { member: 1 },
@@ -307,22 +387,88 @@ mod tests {
     }
 
     #[test]
+    fn only_fragmented_members_are_rewritten_and_leadership_moves_only_for_the_leader() {
+        let members = [member(1, false), member(2, false), member(3, false)];
+        // Only a follower: the leader keeps leading.
+        assert_eq!(
+            run_round(&members, 2, &[3]),
+            [
+                Step::Compact,
+                Step::Defragment { member: 3 },
+                Step::Finished
+            ]
+        );
+        // Only the leader: leadership moves to a follower first, none of them rewritten.
+        assert_eq!(
+            run_round(&members, 2, &[2]),
+            [
+                Step::Compact,
+                Step::MoveLeader { from: 2, to: 1 },
+                Step::Defragment { member: 2 },
+                Step::Finished,
+            ]
+        );
+        // Nobody: the compaction alone.
+        assert_eq!(run_round(&members, 2, &[]), [Step::Compact, Step::Finished]);
+    }
+
+    #[test]
+    fn fragmentation_is_the_share_of_the_file_not_in_use() {
+        const MIB: i64 = 1024 * 1024;
+        let forty = MinFree::DEFAULT;
+        assert!(forty.reached(100 * MIB, 60 * MIB));
+        assert!(!forty.reached(100 * MIB, 61 * MIB));
+        assert!(!forty.reached(0, 0), "an empty file is not fragmented");
+        assert!(forty.reached(100 * MIB, -5), "in use is never below none");
+        assert!(
+            !forty.reached(6 * MIB, 3 * MIB),
+            "less than 4 MiB free is not worth it"
+        );
+        assert!(forty.reached(8 * MIB, 4 * MIB));
+        let share = |percent| MinFree { percent, bytes: 0 };
+        assert!(share(0).reached(100, 100));
+        assert!(!share(100).reached(100, 1));
+        assert!(share(100).reached(100, 0));
+        let sizes = BTreeMap::from([
+            (1, (1000 * MIB, 900 * MIB)),
+            (2, (1000 * MIB, 500 * MIB)),
+            (3, (1000 * MIB, 600 * MIB)),
+        ]);
+        assert_eq!(forty.members(&sizes), all(&[2, 3]));
+        assert_eq!(MinFree::parse(" 25% ").map(|m| m.percent), Ok(25));
+        assert_eq!(MinFree::parse("0").map(|m| m.percent), Ok(0));
+        for bad in ["101%", "-1%", "forty", "40 percent", ""] {
+            let error = MinFree::parse(bad).unwrap_err();
+            assert!(
+                error.contains(ETCD_DEFRAG_MIN_FREE_ANNOTATION) && error.contains("0% to 100%"),
+                "{bad}: {error}"
+            );
+        }
+    }
+
+    #[test]
     fn only_a_healthy_cluster_of_several_voters() {
         let one = [member(1, false)];
         assert!(matches!(
-            next_step(&one, &healthy(1, &[1]), true, None),
+            next_step(&one, &healthy(1, &[1]), true, None, &all(&[1])),
             Step::Wait(_)
         ));
         let learner = [member(1, false), member(2, false), member(3, true)];
         assert!(matches!(
-            next_step(&learner, &healthy(1, &[1, 2, 3]), true, None),
+            next_step(
+                &learner,
+                &healthy(1, &[1, 2, 3]),
+                true,
+                None,
+                &all(&[1, 2, 3])
+            ),
             Step::Wait(_)
         ));
         let members = [member(1, false), member(2, false), member(3, false)];
         let mut states = healthy(1, &[1, 2, 3]);
         states.insert(3, MemberState::Unreachable("connection refused".into()));
         assert_eq!(
-            next_step(&members, &states, true, None),
+            next_step(&members, &states, true, None, &all(&[1, 2, 3])),
             Step::Wait("member 3 (node-3) unreachable: connection refused".into())
         );
         let mut states = healthy(1, &[1, 2, 3]);
@@ -330,10 +476,16 @@ mod tests {
             alarms.push("NOSPACE".into());
         }
         assert!(
-            matches!(next_step(&members, &states, true, None), Step::Wait(w) if w.contains("NOSPACE"))
+            matches!(next_step(&members, &states, true, None, &all(&[1, 2, 3])), Step::Wait(w) if w.contains("NOSPACE"))
         );
         assert_eq!(
-            next_step(&members, &healthy(1, &[1, 2, 3]), false, None),
+            next_step(
+                &members,
+                &healthy(1, &[1, 2, 3]),
+                false,
+                None,
+                &all(&[1, 2, 3])
+            ),
             Step::Nothing
         );
     }

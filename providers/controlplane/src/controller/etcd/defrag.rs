@@ -1,6 +1,8 @@
 //! One step of the scheduled, leader-aware defragmentation (see [`crate::etcd_maintenance`]).
 
-use kubeadm_api::meta::{ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_LAST_DEFRAG_ANNOTATION};
+use kubeadm_api::meta::{
+    ETCD_DEFRAG_MIN_FREE_ANNOTATION, ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_LAST_DEFRAG_ANNOTATION,
+};
 use std::sync::PoisonError;
 
 use k8s_openapi::jiff::Timestamp;
@@ -12,7 +14,7 @@ use super::snapshot::snapshot;
 use super::{ClusterKey, EtcdSessions, EtcdView, whole_seconds};
 use crate::controller::annotations::annotate_kcp;
 use crate::controller::{Context, Error};
-use crate::etcd_maintenance::{self, DailyAt};
+use crate::etcd_maintenance::{self, DailyAt, MinFree};
 
 /// A maintenance step taken: the note for its Event and, when it finished something, the record for the
 /// status.
@@ -75,9 +77,29 @@ pub(in crate::controller) async fn maintain(
         annotate_kcp(ctx, kcp, ETCD_LAST_DEFRAG_ANNOTATION, &now.to_string()).await?;
         return Ok(None);
     }
+    let min_free = match annotations.get(ETCD_DEFRAG_MIN_FREE_ANNOTATION) {
+        None => MinFree::DEFAULT,
+        Some(text) => MinFree::parse(text).map_err(Error::Etcd)?,
+    };
+    let sizes: std::collections::BTreeMap<u64, (i64, i64)> = view
+        .observation
+        .states
+        .iter()
+        .filter_map(|(id, s)| {
+            s.as_ref()
+                .ok()
+                .map(|s| (*id, (s.db_size, s.db_size_in_use)))
+        })
+        .collect();
     let due = etcd_maintenance::due(schedule, last, now);
     let round = current_round(&ctx.etcd, &key);
-    let step = etcd_maintenance::next_step(&view.members, &view.states, due, round.as_ref());
+    let step = etcd_maintenance::next_step(
+        &view.members,
+        &view.states,
+        due,
+        round.as_ref(),
+        &min_free.members(&sizes),
+    );
     let db_size = || -> i64 {
         view.observation
             .states
@@ -145,12 +167,30 @@ pub(in crate::controller) async fn maintain(
                 .iter()
                 .map(|id| view.member_name(*id))
                 .collect();
-            Ok(Some(Maintained {
-                note: format!(
-                    "defragmented all {} etcd members: database files {} → {after} bytes",
+            let note = if round.defragmented.is_empty() {
+                let most = sizes
+                    .values()
+                    .filter(|(size, _)| *size > 0)
+                    .map(|(size, in_use)| (size - in_use) * 100 / size)
+                    .max()
+                    .unwrap_or(0);
+                format!(
+                    "compacted etcd; no member has {}% of its database file free and 4 MiB or more \
+                     (at most {most}%), none defragmented: database files {} → {after} bytes",
+                    min_free.percent, round.db_size_before,
+                )
+            } else {
+                format!(
+                    "defragmented {} of {} etcd members (those with {}% of their database file free or \
+                     more): database files {} → {after} bytes",
+                    round.defragmented.len(),
                     view.members.len(),
+                    min_free.percent,
                     round.db_size_before,
-                ),
+                )
+            };
+            Ok(Some(Maintained {
+                note,
                 defragmentation: Some(EtcdDefragmentationStatus {
                     time: whole_seconds(now),
                     members,

@@ -99,12 +99,21 @@ pub(super) async fn record_maintenance(
     snapshot: Option<EtcdSnapshotStatus>,
 ) -> Result<(), Error> {
     use kube::ResourceExt;
+    let before = kcp.status.as_ref().and_then(|s| s.etcd.as_ref());
     let mut record = serde_json::Map::new();
     if let Some(defragmentation) = defragmentation {
-        record.insert("lastDefragmentation".into(), json!(defragmentation));
+        let old = before.and_then(|e| e.last_defragmentation.as_ref());
+        record.insert(
+            "lastDefragmentation".into(),
+            replacing(json!(defragmentation), old.map(|o| json!(o))),
+        );
     }
     if let Some(snapshot) = snapshot {
-        record.insert("lastSnapshot".into(), json!(snapshot));
+        let old = before.and_then(|e| e.last_snapshot.as_ref());
+        record.insert(
+            "lastSnapshot".into(),
+            replacing(json!(snapshot), old.map(|o| json!(o))),
+        );
     }
     if record.is_empty() {
         return Ok(());
@@ -123,7 +132,38 @@ pub(super) async fn record_maintenance(
     Ok(())
 }
 
+/// A merge patch value that replaces the record `old` with `new` whole: a field `new` leaves out (an
+/// empty list, a size not known) is set to null, not kept from the record before.
+fn replacing(new: serde_json::Value, old: Option<serde_json::Value>) -> serde_json::Value {
+    let (serde_json::Value::Object(mut new), Some(serde_json::Value::Object(old))) =
+        (new.clone(), old)
+    else {
+        return new;
+    };
+    for key in old.keys() {
+        new.entry(key.clone()).or_insert(serde_json::Value::Null);
+    }
+    serde_json::Value::Object(new)
+}
+
 /// Kubernetes keeps whole seconds; recording them avoids a status that differs from its stored self.
 fn whole_seconds(at: Timestamp) -> Time {
     Time(Timestamp::from_second(at.as_second()).unwrap_or(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_record_replaces_the_one_before_whole() {
+        let old =
+            json!({ "time": "t1", "members": ["a", "b"], "dbSizeBefore": 10, "dbSizeAfter": 5 });
+        let new = json!({ "time": "t2", "dbSizeBefore": 7, "dbSizeAfter": 7 });
+        assert_eq!(
+            super::replacing(new.clone(), Some(old)),
+            json!({ "time": "t2", "members": null, "dbSizeBefore": 7, "dbSizeAfter": 7 })
+        );
+        assert_eq!(super::replacing(new.clone(), None), new);
+    }
 }
