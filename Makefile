@@ -12,7 +12,7 @@ IMAGE ?= docker.io/library/kubeadm-providers:v$(VERSION)
 NEXT_VERSION := $(shell echo $(VERSION) | awk -F. '{print $$1 "." $$2 + 1 ".0"}')
 IMAGES := $(CURDIR)/target/images
 
-.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv testenv-releases packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-upgrade bench-real bench-scale soak compare fuzz
+.PHONY: help quickstart quickstart-testenv quickstart-build dev test test-nodes e2e e2e-real testenv testenv-releases packages manifests check-manifests release-manifests build image lint fmt bench bench-rollout bench-upgrade bench-real bench-scale bench-snapshot soak compare fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -108,6 +108,11 @@ bench-scale: testenv ## Both managers with 100, 300 and 1,000 simulated clusters
 soak: testenv ## Seeded crash trials of create 1, scale 3, 5 (a joiner cut off the network), 3, a rollout and a remediation, managers killed at random; a table of trials, kills and partitions, exit 1 naming the seeds that failed (SOAK_TRIALS, default 50; SOAK_SEED; SOAK_MINUTES, default 360; about 5 minutes per trial)
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) bench --profile dev -p e2e-tests --bench soak
+
+bench-snapshot: testenv ## etcd backup to object storage at 256 MiB and 1 GiB (BENCH_SNAPSHOT_MIB): the manager's streamed snapshot + upload (release build), plain and sealed, against etcdctl snapshot save + a curl upload, peak memory, and a restore's read-back check (about 10 minutes)
+	$(CARGO) build --release -p kubeadm-controlplane --example snapshot_upload
+	SNAPSHOT_UPLOAD=$(CURDIR)/target/release/examples/snapshot_upload \
+		$(CARGO) bench --profile dev -p e2e-tests --bench snapshot
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render
