@@ -101,6 +101,7 @@ async fn run(
     }
     // The status says what this reconcile saw, whichever phase ended it.
     report.observe(&cp);
+    snapshot_taken(kcp, ctx, &cp.key(), report);
     let reported =
         machines::report_health(ctx, &cp.namespace, &cp.machines, &cp.plan.outdated).await;
     if let Some(e) = failed {
@@ -120,6 +121,28 @@ async fn run(
         cp.keep_view(ctx);
     }
     Ok(Action::requeue(after))
+}
+
+/// `EtcdSnapshotTaken` said again every reconcile from what outlives a status written from an older
+/// copy of the control plane (which would drop a condition set only when a snapshot is due): the
+/// refusal of the last due snapshot, kept in memory until one is kept, else the last snapshot the
+/// clock annotation names. After a manager restart a refusal is found again at the next attempt.
+fn snapshot_taken(
+    kcp: &KubeadmControlPlane,
+    ctx: &Context,
+    key: &(String, String),
+    report: &mut Report,
+) {
+    use kubeadm_api::meta::ETCD_LAST_SNAPSHOT_ANNOTATION;
+    if let Some(refusal) = ctx.etcd.snapshot_refused(key) {
+        report.etcd_snapshot(Some((refusal.reason, &refusal.message)));
+    } else if kcp
+        .annotations()
+        .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
+        .is_some_and(|record| record.split_whitespace().nth(1).is_some())
+    {
+        report.etcd_snapshot(None);
+    }
 }
 
 /// When to look again: soon while a change is in flight (see [`InFlight`]), when the acting phase asks,

@@ -44,6 +44,8 @@ pub(super) struct EtcdSessions {
     rounds: Mutex<HashMap<ClusterKey, etcd_maintenance::Round>>,
     /// When each cluster's last snapshot to object storage failed, until one succeeds.
     backup_failures: Mutex<HashMap<ClusterKey, Timestamp>>,
+    /// Why each cluster's last due snapshot was not kept, until one is.
+    snapshot_refusals: Mutex<HashMap<ClusterKey, defrag::Refusal>>,
     pub(super) learner_timeout: SignedDuration,
     pub(super) unstarted_grace: SignedDuration,
 }
@@ -58,6 +60,7 @@ impl EtcdSessions {
             leaders: Mutex::default(),
             rounds: Mutex::default(),
             backup_failures: Mutex::default(),
+            snapshot_refusals: Mutex::default(),
             learner_timeout,
             unstarted_grace,
         }
@@ -87,6 +90,27 @@ impl EtcdSessions {
 
     fn backup_succeeded(&self, key: &ClusterKey) {
         self.backup_failures().remove(key);
+    }
+
+    /// Records how the last due snapshot of `key` went: kept (`None`) or refused.
+    pub(super) fn snapshot_outcome(&self, key: &ClusterKey, refused: Option<&defrag::Refusal>) {
+        let mut refusals = self
+            .snapshot_refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match refused {
+            Some(refusal) => refusals.insert(key.clone(), refusal.clone()),
+            None => refusals.remove(key),
+        };
+    }
+
+    /// Why the last due snapshot of `key` was refused, when it was.
+    pub(super) fn snapshot_refused(&self, key: &ClusterKey) -> Option<defrag::Refusal> {
+        self.snapshot_refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .cloned()
     }
 }
 

@@ -37,6 +37,7 @@ pub(super) async fn reconcile(
         }
     }
     if done.snapshot.is_some() || done.refused.is_some() {
+        ctx.etcd.snapshot_outcome(&cp.key(), done.refused.as_ref());
         report.etcd_snapshot(
             done.refused
                 .as_ref()
