@@ -77,6 +77,7 @@ pub(super) async fn cleanup(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<
     ctx.etcd
         .forwards
         .forget(&(namespace.clone(), cluster_name.clone()));
+    ctx.etcd.forget(&(namespace.clone(), cluster_name.clone()));
     ctx.workload.forget(&namespace, &cluster_name);
     ctx.api_servers
         .forget(&(namespace.clone(), cluster_name.clone()));

@@ -196,7 +196,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
     let watch = watcher_config(&settings.watch_filter);
     let client = counted(&client);
     let recorder = Recorder::new(client.clone(), Reporter::from(crate::FIELD_MANAGER));
-    let etcd = etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
+    let (etcd, uploaded) =
+        etcd::EtcdSessions::new(settings.learner_timeout, settings.unstarted_grace);
     let (watches, woken) = workload_watches::WorkloadWatches::new();
     let (secrets, secrets_feed) =
         kubeadm_cluster::SecretCache::new(scoped_api(&client, &settings.namespace));
@@ -226,6 +227,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: Shutdown) {
         .reconcile_on(woken)
         // A leaving machine's infrastructure gone: the next step need not wait for the Machine.
         .reconcile_on(infrastructure_woken)
+        // A snapshot upload ended: its outcome is recorded now, not at the next poll.
+        .reconcile_on(uploaded)
         // Cluster changes (infrastructure ready, endpoint set, unpaused) wake its control plane.
         .watches_stream(cluster_events, |cluster: Cluster| {
             let namespace = cluster.namespace()?;

@@ -3,13 +3,13 @@
 use kubeadm_api::meta::{
     ETCD_DEFRAG_MIN_FREE_ANNOTATION, ETCD_DEFRAG_SCHEDULE_ANNOTATION, ETCD_LAST_DEFRAG_ANNOTATION,
 };
-use std::sync::PoisonError;
 
 use k8s_openapi::jiff::Timestamp;
 use kubeadm_api::controlplane::v1beta2::{
     EtcdDefragmentationStatus, EtcdSnapshotStatus, KubeadmControlPlane,
 };
 
+use super::background::State;
 use super::snapshot::snapshot;
 use super::{ClusterKey, EtcdSessions, EtcdView, whole_seconds};
 use crate::controller::annotations::annotate_kcp;
@@ -64,6 +64,13 @@ pub(in crate::controller) async fn maintain(
 ) -> Result<Option<Maintained>, Error> {
     use etcd_maintenance::Step;
     use kube::ResourceExt;
+    // A snapshot streaming from a member would hold up that member's defragmentation (which waits
+    // for the snapshot's read to end, and blocks the member's writes meanwhile): the round waits.
+    match super::backup::finished(ctx, kcp, &key, now).await? {
+        State::Done(recorded) => return Ok(Some(recorded)),
+        State::Running => return Ok(None),
+        State::Idle => {}
+    }
     let annotations = kcp.annotations();
     let schedule = match annotations.get(ETCD_DEFRAG_SCHEDULE_ANNOTATION) {
         None => Some(etcd_maintenance::DEFAULT_SCHEDULE),
@@ -108,12 +115,7 @@ pub(in crate::controller) async fn maintain(
             .map(|s| s.db_size)
             .sum()
     };
-    let rounds = || {
-        ctx.etcd
-            .rounds
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    };
+    let rounds = || super::lock(&ctx.etcd.rounds);
     match step {
         Step::Nothing | Step::Wait(_) => snapshot(ctx, kcp, &key, view, now).await,
         Step::Compact => {
@@ -205,9 +207,5 @@ pub(in crate::controller) async fn maintain(
 }
 
 fn current_round(care: &EtcdSessions, key: &ClusterKey) -> Option<etcd_maintenance::Round> {
-    care.rounds
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(key)
-        .cloned()
+    super::lock(&care.rounds).get(key).cloned()
 }

@@ -3,6 +3,7 @@
 //! annotates on the etcd pods, KEP-2506, with a client certificate from the cluster's etcd CA),
 //! [`membership`] (the one change the planner asks for), [`defrag`] and [`snapshot`] (maintenance).
 
+mod background;
 pub(super) mod backup;
 mod defrag;
 mod membership;
@@ -19,6 +20,9 @@ use kubeadm_api::controlplane::v1beta2::{
     EtcdDefragmentationStatus, EtcdSnapshotStatus, KubeadmControlPlane,
 };
 use serde_json::json;
+
+use futures::Stream;
+use kube::runtime::reflector::ObjectRef;
 
 pub(super) use defrag::{Maintained, maintain};
 pub(super) use membership::execute;
@@ -46,13 +50,20 @@ pub(super) struct EtcdSessions {
     backup_failures: Mutex<HashMap<ClusterKey, Timestamp>>,
     /// Why each cluster's last due snapshot was not kept, until one is.
     snapshot_refusals: Mutex<HashMap<ClusterKey, defrag::Refusal>>,
+    /// Snapshots streaming into object storage, and those finished but not yet recorded.
+    uploads: background::Background<backup::Upload>,
     pub(super) learner_timeout: SignedDuration,
     pub(super) unstarted_grace: SignedDuration,
 }
 
 impl EtcdSessions {
-    pub(super) fn new(learner_timeout: SignedDuration, unstarted_grace: SignedDuration) -> Self {
-        Self {
+    /// The sessions (none open yet) and the stream of control planes whose snapshot upload ended.
+    pub(super) fn new(
+        learner_timeout: SignedDuration,
+        unstarted_grace: SignedDuration,
+    ) -> (Self, impl Stream<Item = ObjectRef<KubeadmControlPlane>>) {
+        let (uploads, uploaded) = background::Background::new();
+        let sessions = Self {
             clients: EtcdClients::new(Default::default()),
             forwards: Default::default(),
             certs: Mutex::default(),
@@ -61,15 +72,19 @@ impl EtcdSessions {
             rounds: Mutex::default(),
             backup_failures: Mutex::default(),
             snapshot_refusals: Mutex::default(),
+            uploads,
             learner_timeout,
             unstarted_grace,
-        }
+        };
+        (sessions, uploaded)
     }
 
-    fn backup_failures(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterKey, Timestamp>> {
-        self.backup_failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Forgets the maintenance of a cluster that is going: a running upload is stopped.
+    pub(super) fn forget(&self, key: &ClusterKey) {
+        self.uploads.forget(key);
+        lock(&self.rounds).remove(key);
+        lock(&self.backup_failures).remove(key);
+        lock(&self.snapshot_refusals).remove(key);
     }
 
     /// Whether a snapshot of `key` to object storage failed less than `wait` before `now`.
@@ -79,25 +94,22 @@ impl EtcdSessions {
         now: Timestamp,
         wait: SignedDuration,
     ) -> bool {
-        self.backup_failures()
+        lock(&self.backup_failures)
             .get(key)
             .is_some_and(|failed| now.duration_since(*failed) < wait)
     }
 
     fn backup_failed(&self, key: &ClusterKey, now: Timestamp) {
-        self.backup_failures().insert(key.clone(), now);
+        lock(&self.backup_failures).insert(key.clone(), now);
     }
 
     fn backup_succeeded(&self, key: &ClusterKey) {
-        self.backup_failures().remove(key);
+        lock(&self.backup_failures).remove(key);
     }
 
     /// Records how the last due snapshot of `key` went: kept (`None`) or refused.
     pub(super) fn snapshot_outcome(&self, key: &ClusterKey, refused: Option<&defrag::Refusal>) {
-        let mut refusals = self
-            .snapshot_refusals
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut refusals = lock(&self.snapshot_refusals);
         match refused {
             Some(refusal) => refusals.insert(key.clone(), refusal.clone()),
             None => refusals.remove(key),
@@ -106,12 +118,14 @@ impl EtcdSessions {
 
     /// Why the last due snapshot of `key` was refused, when it was.
     pub(super) fn snapshot_refused(&self, key: &ClusterKey) -> Option<defrag::Refusal> {
-        self.snapshot_refusals
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(key)
-            .cloned()
+        lock(&self.snapshot_refusals).get(key).cloned()
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Records a finished defragmentation round or snapshot in `status.etcd` with a merge patch of its own:
