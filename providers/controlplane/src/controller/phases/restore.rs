@@ -191,9 +191,20 @@ async fn stage(
 ) -> Result<Result<(), Refusal>, Error> {
     let staged = match source {
         Source::Object { bucket, key } => stage_object(cp, ctx, source, bucket, key).await?,
-        Source::Secret(_) | Source::File(_) => stage_inline(cp, ctx, secrets, source).await?,
+        Source::Secret(name) => match read_secret(cp, secrets, source, name).await? {
+            Ok(snapshot) => stage_inline(source, &snapshot)?,
+            Err(refusal) => Err(refusal),
+        },
+        Source::File(path) => match read_file(cp, ctx, source, path).await? {
+            Ok(snapshot) => stage_inline(source, &snapshot)?,
+            Err(refusal) => Err(refusal),
+        },
     };
-    let (key, value, verified) = match staged {
+    let Staged {
+        key,
+        value,
+        verified,
+    } = match staged {
         Ok(staged) => staged,
         Err(refusal) => return Ok(Err(refusal)),
     };
@@ -232,28 +243,24 @@ async fn stage(
     Ok(Ok(()))
 }
 
-/// What a stage puts in the restore Secret: the key, its value, and what the check found.
-type Staged = (&'static str, String, restore::Verified);
+/// What a stage puts in the restore Secret, and what the check found.
+struct Staged {
+    /// [`ETCD_RESTORE_SECRET_KEY`] (the snapshot itself) or [`ETCD_RESTORE_DOWNLOAD_KEY`].
+    key: &'static str,
+    value: String,
+    verified: restore::Verified,
+}
 
-/// A snapshot from a Secret or a file, read whole, checked, and compressed into the Secret.
-async fn stage_inline(
-    cp: &ControlPlane<'_>,
-    ctx: &Context,
-    secrets: &Api<Secret>,
-    source: &Source,
-) -> Result<Result<Staged, Refusal>, Error> {
-    let snapshot = match read(cp, ctx, secrets, source).await? {
-        Ok(snapshot) => snapshot,
-        Err(refusal) => return Ok(Err(refusal)),
-    };
-    let verified = match restore::verify(source, &snapshot) {
+/// A snapshot from a Secret or a file, read whole: checked, and compressed into the Secret.
+fn stage_inline(source: &Source, snapshot: &[u8]) -> Result<Result<Staged, Refusal>, Error> {
+    let verified = match restore::verify(source, snapshot) {
         Ok(verified) => verified,
         Err(refusal) => return Ok(Err(refusal)),
     };
     let encoded = {
         use std::io::Write;
         let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gzip.write_all(&snapshot)
+        gzip.write_all(snapshot)
             .and_then(|()| gzip.finish())
             .map(|compressed| base64::engine::general_purpose::STANDARD.encode(compressed))
             .map_err(|e| Error::Etcd(format!("compress the snapshot {source}: {e}")))?
@@ -265,7 +272,11 @@ async fn stage_inline(
             limit: SECRET_SNAPSHOT_LIMIT,
         }));
     }
-    Ok(Ok((ETCD_RESTORE_SECRET_KEY, encoded, verified)))
+    Ok(Ok(Staged {
+        key: ETCD_RESTORE_SECRET_KEY,
+        value: encoded,
+        verified,
+    }))
 }
 
 /// How long the restoring machine may use its download URL. It is signed again when the machine is
@@ -355,7 +366,11 @@ async fn stage_object(
         sha256: manifest.sha256,
         sealed: keys,
     };
-    Ok(Ok((ETCD_RESTORE_DOWNLOAD_KEY, download.render(), verified)))
+    Ok(Ok(Staged {
+        key: ETCD_RESTORE_DOWNLOAD_KEY,
+        value: download.render(),
+        verified,
+    }))
 }
 
 /// Signs the staged download of an object again just before the machine that uses it is created, so
@@ -400,65 +415,71 @@ async fn sign_again(
     Ok(())
 }
 
-/// The snapshot's bytes, as etcd streamed them; a refusal when it is missing or not this cluster's.
-async fn read(
+/// The snapshot's bytes in Secret `name` (gzip, as a scheduled snapshot keeps them); a refusal when it
+/// is missing or not this cluster's.
+async fn read_secret(
     cp: &ControlPlane<'_>,
-    ctx: &Context,
     secrets: &Api<Secret>,
     source: &Source,
+    name: &str,
 ) -> Result<Result<Vec<u8>, Refusal>, Error> {
     let missing = || Refusal::Missing {
         snapshot: source.to_string(),
     };
-    match source {
-        Source::Secret(name) => {
-            let Some(secret) = secrets.get_opt(name).await? else {
-                return Ok(Err(missing()));
-            };
-            if let Err(refusal) = restore::check_secret(
-                source,
-                &cp.cluster_name,
-                secret.type_.as_deref(),
-                secret.labels().get(ETCD_SNAPSHOT_LABEL).map(String::as_str),
-            ) {
-                return Ok(Err(refusal));
-            }
-            let Some(compressed) = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(SNAPSHOT_SECRET_KEY))
-            else {
-                return Ok(Err(missing()));
-            };
-            let mut snapshot = Vec::new();
-            let unpacked = std::io::Read::read_to_end(
-                &mut flate2::read::GzDecoder::new(compressed.0.as_slice()),
-                &mut snapshot,
-            );
-            Ok(match unpacked {
-                Ok(_) => Ok(snapshot),
-                Err(e) => Err(Refusal::Corrupt {
-                    snapshot: source.to_string(),
-                    why: format!("{SNAPSHOT_SECRET_KEY} is not gzip: {e}"),
-                }),
-            })
-        }
-        Source::File(path) => {
-            if let Err(refusal) = restore::check_file(
-                path,
-                ctx.settings.snapshot_dir.as_deref(),
-                &cp.namespace,
-                &cp.cluster_name,
-            ) {
-                return Ok(Err(refusal));
-            }
-            match tokio::fs::read(path).await {
-                Ok(snapshot) => Ok(Ok(snapshot)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Err(missing())),
-                Err(e) => Err(Error::Etcd(format!("read {}: {e}", path.display()))),
-            }
-        }
-        Source::Object { .. } => unreachable!("objects are streamed, not read whole"),
+    let Some(secret) = secrets.get_opt(name).await? else {
+        return Ok(Err(missing()));
+    };
+    if let Err(refusal) = restore::check_secret(
+        source,
+        &cp.cluster_name,
+        secret.type_.as_deref(),
+        secret.labels().get(ETCD_SNAPSHOT_LABEL).map(String::as_str),
+    ) {
+        return Ok(Err(refusal));
+    }
+    let Some(compressed) = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SNAPSHOT_SECRET_KEY))
+    else {
+        return Ok(Err(missing()));
+    };
+    let mut snapshot = Vec::new();
+    let unpacked = std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(compressed.0.as_slice()),
+        &mut snapshot,
+    );
+    Ok(match unpacked {
+        Ok(_) => Ok(snapshot),
+        Err(e) => Err(Refusal::Corrupt {
+            snapshot: source.to_string(),
+            why: format!("{SNAPSHOT_SECRET_KEY} is not gzip: {e}"),
+        }),
+    })
+}
+
+/// The snapshot's bytes in the manager's file `path`; a refusal when it is missing or not this
+/// cluster's.
+async fn read_file(
+    cp: &ControlPlane<'_>,
+    ctx: &Context,
+    source: &Source,
+    path: &std::path::Path,
+) -> Result<Result<Vec<u8>, Refusal>, Error> {
+    if let Err(refusal) = restore::check_file(
+        path,
+        ctx.settings.snapshot_dir.as_deref(),
+        &cp.namespace,
+        &cp.cluster_name,
+    ) {
+        return Ok(Err(refusal));
+    }
+    match tokio::fs::read(path).await {
+        Ok(snapshot) => Ok(Ok(snapshot)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Err(Refusal::Missing {
+            snapshot: source.to_string(),
+        })),
+        Err(e) => Err(Error::Etcd(format!("read {}: {e}", path.display()))),
     }
 }
 
