@@ -21,7 +21,7 @@ const DEFAULT_DATA_DIR: &str = "/var/lib/etcd";
 /// again for `kubeadm init` to write; fetches a snapshot in object storage next to the data directory
 /// (not into `/run`, a small tmpfs), checks its checksums and opens it when sealed (`openssl`, the
 /// object's own keys); and restores with `etcdutl` (from PATH, else from kubeadm's etcd image through
-/// containerd), its revision bumped where etcdutl can (3.5.13+). A data directory that already holds a
+/// containerd, pulled when the node does not hold it), its revision bumped where etcdutl can (3.5.13+). A data directory that already holds a
 /// member is never overwritten.
 const SCRIPT: &str = r#"#!/bin/sh
 # Restores the etcd snapshot this machine was made with into etcd's data directory, before
@@ -81,8 +81,11 @@ fi
 if command -v etcdutl >/dev/null 2>&1; then
   run() { etcdutl "$@"; }
 else
-  # etcdutl from the etcd image kubeadm runs, through containerd.
-  ctr -n k8s.io images pull "$image" >/dev/null
+  # etcdutl from the etcd image kubeadm runs, through containerd; pulled only when the node does not
+  # hold it already (air-gapped nodes get their images preloaded, and no registry answers them).
+  if ! ctr -n k8s.io images ls -q "name==$image" | grep -q .; then
+    ctr -n k8s.io images pull "$image" >/dev/null
+  fi
   mounts="--mount type=bind,src=$(dirname "$data"),dst=$(dirname "$data"),options=rbind:rw"
   if [ "$(dirname "$snapshot")" != "$(dirname "$data")" ]; then
     mounts="--mount type=bind,src=$(dirname "$snapshot"),dst=$(dirname "$snapshot"),options=rbind:ro $mounts"
