@@ -124,8 +124,18 @@ impl Form {
     }
 }
 
+/// The command that runs the script: a restore that fails ends the boot there. cloud-init runs
+/// `runcmd` as one script without `-e`, so a failed line alone would go on to `kubeadm init`, which
+/// starts an empty etcd the control plane would take for the restored one.
+fn restore_command() -> String {
+    format!(
+        "/bin/sh {ETCD_RESTORE_SCRIPT_PATH} || {{ echo 'etcd restore failed: the boot stops here' >&2; exit 1; }}"
+    )
+}
+
 /// `spec` with what restores the snapshot in Secret `secret`: the snapshot and the script as files, the
-/// script as the last command before kubeadm (after the user's, which may e.g. install etcdutl), and
+/// script as the last command before kubeadm (after the user's, which may e.g. install etcdutl; its
+/// failure stops the boot before kubeadm), and
 /// kubeadm's preflight told that etcd's data directory is expected to be in use.
 pub fn with_etcd_restore(spec: &KubeadmConfigSpec, secret: &str, form: Form) -> KubeadmConfigSpec {
     let mut spec = spec.clone();
@@ -161,8 +171,7 @@ pub fn with_etcd_restore(spec: &KubeadmConfigSpec, secret: &str, form: Form) -> 
         ),
         ..File::default()
     });
-    spec.pre_kubeadm_commands
-        .push(format!("/bin/sh {ETCD_RESTORE_SCRIPT_PATH}"));
+    spec.pre_kubeadm_commands.push(restore_command());
     let data_dir = spec
         .cluster_configuration
         .etcd
@@ -194,7 +203,11 @@ mod tests {
         let restoring = with_etcd_restore(&spec, "c1-etcd-restore", Form::Inline);
         assert_eq!(
             restoring.pre_kubeadm_commands,
-            ["install-tools", "/bin/sh /run/cluster-api/etcd-restore.sh"]
+            [
+                "install-tools",
+                "/bin/sh /run/cluster-api/etcd-restore.sh || { echo 'etcd restore failed: the boot \
+                 stops here' >&2; exit 1; }"
+            ]
         );
         assert_eq!(
             restoring
