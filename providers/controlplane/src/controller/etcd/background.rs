@@ -9,8 +9,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use futures::Stream;
 use futures::channel::mpsc;
+use futures::{FutureExt, Stream};
 use kube::runtime::reflector::ObjectRef;
 use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 
@@ -86,11 +86,25 @@ impl<T: Send + 'static> Background<T> {
         let id = IDS.fetch_add(1, Ordering::Relaxed);
         let (all, wake, finished) = (Arc::clone(&self.jobs), self.wake.clone(), key.clone());
         let task = tokio::spawn(async move {
-            let outcome = work.await;
+            let outcome = std::panic::AssertUnwindSafe(work).catch_unwind().await;
             let mut jobs = lock(&all);
             // Forgotten meanwhile (the control plane went): the outcome has no one to go to.
             if matches!(jobs.get(&finished), Some(Job::Running(running, _)) if *running == id) {
-                jobs.insert(finished, Job::Done(outcome));
+                match outcome {
+                    Ok(outcome) => {
+                        jobs.insert(finished, Job::Done(outcome));
+                    }
+                    // A bug, not an outcome: the cluster is free again, and the next reconcile
+                    // starts the work anew instead of finding it running for ever.
+                    Err(panic) => {
+                        jobs.remove(&finished);
+                        let (namespace, cluster) = &finished;
+                        tracing::error!(
+                            %namespace, %cluster, panic = %panic_message(&*panic),
+                            "background work on the cluster's etcd panicked"
+                        );
+                    }
+                }
                 drop(jobs);
                 let _ = wake.unbounded_send(control_plane);
             }
@@ -105,6 +119,15 @@ impl<T: Send + 'static> Background<T> {
             task.abort();
         }
     }
+}
+
+/// What a panic said, when it said it as text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not text)")
 }
 
 #[cfg(test)]
@@ -141,6 +164,21 @@ mod tests {
         assert!(background.start(&key("prod"), kcp.clone(), async { 8 }));
         assert_eq!(woken.next().await, Some(kcp));
         assert_eq!(background.take(&key("prod")), State::Done(8));
+    }
+
+    #[tokio::test]
+    async fn work_that_panics_frees_the_cluster_and_wakes_the_control_plane() {
+        let (background, mut woken) = Background::<u32>::new();
+        let kcp = ObjectRef::new("prod-control-plane").within("default");
+        assert!(background.start(&key("prod"), kcp.clone(), async {
+            panic!("a bug in the upload")
+        }));
+        assert_eq!(woken.next().await, Some(kcp.clone()));
+        // Not running for ever: the next reconcile may start it again.
+        assert_eq!(background.take(&key("prod")), State::Idle);
+        assert!(background.start(&key("prod"), kcp, async { 9 }));
+        woken.next().await;
+        assert_eq!(background.take(&key("prod")), State::Done(9));
     }
 
     #[tokio::test]
