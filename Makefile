@@ -40,7 +40,7 @@ test: lint testenv ## What CI runs: make lint, then unit, integration and end-to
 test-nodes: testenv-releases ## Real nodes piece by piece, beyond what `make test` runs of them: the node images of every release (kubeadm's list, built from Go modules) in a real containerd, and our init, control-plane join and worker bootstrap data and a published provider's shape (users, NTP, files, a missing disk) on systemd-nspawn nodes with a real kubelet, outside Cluster API (about 6 minutes)
 	$(CARGO) nextest run -p testenv -p sim --profile $(NEXTEST_PROFILE) --run-ignored only
 
-e2e-real: testenv-releases ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated, the upgrade chain 1.34 → 1.37, and our image (`make image`) installed as pods by clusterctl into a management cluster of real nodes (about 60 minutes, 15 of them the image's release build; a second build as the next release, for `clusterctl upgrade`, takes 15 more the first time)
+e2e-real: testenv-releases ## Scenarios on real nodes (systemd-nspawn, real cloud-init, containerd, kubelet) beyond the one `make test` runs: the quickstart's 3 + 2 shape, a generation rollout with the etcd watch and a powered-off node remediated, the upgrade chain 1.34 → 1.37, etcd restored from object storage (a failed restore first), and our image (`make image`) installed as pods by clusterctl into a management cluster of real nodes (about 60 minutes, 15 of them the image's release build; a second build as the next release, for `clusterctl upgrade`, takes 15 more the first time)
 	mkdir -p $(IMAGES)
 	$(MAKE) --no-print-directory image IMAGE=docker.io/library/kubeadm-providers:v$(NEXT_VERSION) RELEASE_VERSION=$(NEXT_VERSION) OCI_ARCHIVE=$(IMAGES)/kubeadm-providers-v$(NEXT_VERSION).tar
 	$(MAKE) --no-print-directory image OCI_ARCHIVE=$(IMAGES)/kubeadm-providers-v$(VERSION).tar
@@ -109,10 +109,13 @@ soak: testenv ## Seeded crash trials of create 1, scale 3, 5 (a joiner cut off t
 	$(CARGO) build -p kubeadm-bootstrap -p kubeadm-controlplane
 	$(CARGO) bench --profile dev -p e2e-tests --bench soak
 
-bench-snapshot: testenv ## etcd backup to object storage at 256 MiB and 1 GiB (BENCH_SNAPSHOT_MIB): the manager's streamed snapshot + upload (release build), plain and sealed, against etcdctl snapshot save + a curl upload, peak memory, and a restore's read-back check (about 10 minutes)
+bench-snapshot: testenv ## etcd backup to object storage at 256 MiB and 1 GiB (BENCH_SNAPSHOT_MIB): the manager's streamed snapshot + upload (release build), plain and sealed, against etcdctl snapshot save + a curl upload, peak memory, and a restore's read-back check; then a 1 GiB etcd (BENCH_RESTORE_MIB) of 3 simulated control-plane machines backed up by the release managers, every machine lost and restored from the store to 3 voters (about 25 minutes)
 	$(CARGO) build --release -p kubeadm-controlplane --example snapshot_upload
+	$(CARGO) build --release -p kubeadm-bootstrap -p kubeadm-controlplane
 	SNAPSHOT_UPLOAD=$(CURDIR)/target/release/examples/snapshot_upload \
 		$(CARGO) bench --profile dev -p e2e-tests --bench snapshot
+	BOOTSTRAP_MANAGER=$(CURDIR)/target/release/bootstrap-manager CONTROLPLANE_MANAGER=$(CURDIR)/target/release/controlplane-manager \
+		$(CARGO) bench --profile dev -p e2e-tests --bench restore
 
 bench: ## Benchmarks (render, webhook latency, 100 control planes), numbers printed, nothing asserted
 	$(CARGO) bench -p kubeadm-bootstrap --bench render

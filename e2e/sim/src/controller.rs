@@ -168,6 +168,13 @@ impl Sim {
             .is_some()
     }
 
+    /// The host's address on the bridge every node's network namespace reaches, when nodes live in
+    /// network namespaces: a service the nodes use (an object store, say) listens there.
+    pub fn gateway(&self) -> Option<std::net::Ipv4Addr> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.fabric.as_ref().map(|fabric| fabric.gateway())
+    }
+
     /// A view for tasks that outlive a borrow of the simulator.
     pub fn view(&self) -> SimView {
         SimView(self.state.clone())

@@ -1,4 +1,5 @@
-//! An S3-compatible object store on loopback: versitygw (`hack/tools/versitygw`) serving a folder, each
+//! An S3-compatible object store on loopback (or on an address of the simulator's bridge, for nodes in
+//! network namespaces): versitygw (`hack/tools/versitygw`) serving a folder, each
 //! bucket a directory of it and each object a file, with signature V4, multipart uploads and S3's own
 //! errors. With a capacity, the folder is a tmpfs of that size in the store process's own mount
 //! namespace: the store is full when it is, and the mount goes with the process.
@@ -18,6 +19,9 @@ pub const REGION: &str = "us-east-1";
 pub struct ObjectStoreOptions {
     /// At most this many bytes of objects (a tmpfs of that size); `None`: the disk's space.
     pub capacity: Option<u64>,
+    /// The address it listens on; `None`: 127.0.0.1. Nodes in network namespaces reach the host at
+    /// their bridge's gateway address, not at the host's loopback.
+    pub address: Option<std::net::Ipv4Addr>,
 }
 
 /// A running object store; stopped by PID when dropped.
@@ -53,7 +57,7 @@ impl ObjectStore {
     async fn launch(&mut self) -> Result<(), Error> {
         let binary = binaries::versitygw()?;
         let objects = self.dir.join("objects");
-        let listen = format!("127.0.0.1:{}", self.port);
+        let listen = format!("{}:{}", self.address(), self.port);
         let mut gateway = vec![
             binary.display().to_string(),
             "--access".into(),
@@ -86,11 +90,11 @@ impl ObjectStore {
         };
         let mut process = Process::spawn("versitygw", command, &self.dir.join("versitygw.log"))?;
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while std::net::TcpStream::connect((self.address(), self.port)).is_err() {
             process.ensure_running()?;
             if Instant::now() > deadline {
                 return Err(Error::NotReady {
-                    what: format!("versitygw on 127.0.0.1:{}", self.port),
+                    what: format!("versitygw on {}:{}", self.address(), self.port),
                     timeout: Duration::from_secs(30),
                     last_error: "not listening".into(),
                     log_tail: process.log_tail(20),
@@ -102,9 +106,15 @@ impl ObjectStore {
         Ok(())
     }
 
-    /// `http://127.0.0.1:<port>`.
+    fn address(&self) -> std::net::Ipv4Addr {
+        self.options
+            .address
+            .unwrap_or(std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    /// `http://<address>:<port>`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.address(), self.port)
     }
 
     pub fn access_key(&self) -> &str {

@@ -100,3 +100,42 @@ pub async fn workload_client(
         .await
         .map_err(|e| format!("kubeconfig of {cluster}: {e}"))
 }
+
+/// Creates `count` ConfigMaps `fill-<i>` of `bytes` incompressible bytes each in the default namespace
+/// of the workload cluster: a database of about `count * bytes`, the same values in every run.
+pub async fn fill(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    count: usize,
+    bytes: usize,
+) {
+    let workload = workload_client(management, namespace, cluster)
+        .await
+        .unwrap();
+    let config_maps = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(workload, "default");
+    // xorshift64*: bytes no compression shrinks, without a random source.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut data = vec![0u8; bytes];
+    for i in 0..count {
+        for chunk in data.chunks_mut(8) {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+        let filler = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("fill-{i:04}")),
+                ..Default::default()
+            },
+            binary_data: Some([("data".to_owned(), k8s_openapi::ByteString(data.clone()))].into()),
+            ..Default::default()
+        };
+        config_maps
+            .create(&kube::api::PostParams::default(), &filler)
+            .await
+            .unwrap();
+    }
+}

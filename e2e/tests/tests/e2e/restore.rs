@@ -132,37 +132,33 @@ where
     }
 }
 
-/// Creates `count` ConfigMaps of `bytes` incompressible bytes each in the workload cluster's default
-/// namespace: a database of about `count * bytes`.
-async fn fill(env: &Env, cluster: &str, count: usize, bytes: usize) {
-    let workload = e2e_tests::api_probe::workload_client(&env.client, NS, cluster)
-        .await
-        .unwrap();
-    let config_maps = Api::<ConfigMap>::namespaced(workload, "default");
-    // xorshift64*: bytes no compression shrinks, without a random source.
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut data = vec![0u8; bytes];
-    for i in 0..count {
-        for chunk in data.chunks_mut(8) {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-        let filler = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(format!("fill-{i:04}")),
-                ..Default::default()
-            },
-            binary_data: Some([("data".to_owned(), k8s_openapi::ByteString(data.clone()))].into()),
-            ..Default::default()
-        };
-        config_maps
-            .create(&PostParams::default(), &filler)
-            .await
-            .unwrap();
+/// Every control-plane node of `cluster` (`lost`) goes, etcd with it: quorum and the data are lost; then
+/// the restore from `snapshot` is asked for. Returns when it was asked and the restore Secret the
+/// controller staged.
+async fn lose_everything_and_restore(
+    env: &Env,
+    cluster: &str,
+    kcp: &str,
+    lost: &[String],
+    snapshot: &str,
+) -> (Instant, Secret) {
+    for machine in lost {
+        assert!(env.sim.lose(NS, machine), "{machine} was not running");
     }
+    let asked_at = Instant::now();
+    annotate_kcp(
+        env,
+        kcp,
+        serde_json::json!({ ETCD_RESTORE_FROM_ANNOTATION: snapshot }),
+    )
+    .await;
+    let secrets = Api::<Secret>::namespaced(env.client.clone(), NS);
+    let staged = format!("{cluster}-etcd-restore");
+    wait_for(env, "the snapshot staged", || async {
+        secrets.get_opt(&staged).await.unwrap().is_some()
+    })
+    .await;
+    (asked_at, secrets.get(&staged).await.unwrap())
 }
 
 /// Kills manager `index` (0 bootstrap, 1 control plane) and starts it again; returns the new PIDs.
@@ -187,29 +183,9 @@ async fn etcd_is_restored_from_a_snapshot_after_every_control_plane_machine_is_l
     let snapshot = snapshot_now(&env, kcp).await;
     write_marker(&env, cluster, "after-the-snapshot").await;
 
-    // Every control-plane node goes, etcd with it: quorum and the data are lost.
-    for machine in &lost {
-        assert!(env.sim.lose(NS, machine), "{machine} was not running");
-    }
-    let asked_at = Instant::now();
-    annotate_kcp(
-        &env,
-        kcp,
-        serde_json::json!({ ETCD_RESTORE_FROM_ANNOTATION: snapshot }),
-    )
-    .await;
-
+    let (asked_at, _) = lose_everything_and_restore(&env, cluster, kcp, &lost, &snapshot).await;
     // Both managers die on the way: after the snapshot was staged, and once the restoring machine
     // exists. The restore carries on from what the API server holds.
-    let staged = format!("{cluster}-etcd-restore");
-    wait_for(&env, "the snapshot staged", || async {
-        Api::<Secret>::namespaced(env.client.clone(), NS)
-            .get_opt(&staged)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
     pids.extend(restart(&mut env, 1).await);
     wait_for(&env, "the restoring machine", || async {
         env.machines(cluster).await.iter().any(|m| {
@@ -326,7 +302,6 @@ const FILL_BYTES: usize = 1000 * 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_200_mb_etcd_is_backed_up_to_object_storage_and_restored_from_it() {
-    use kubeadm_api::controlplane::etcd_backup::{ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY};
     use testenv::object_store::{ObjectStore, ObjectStoreOptions};
     let started = Instant::now();
     let (cluster, kcp) = ("restore-s3", "restore-s3-control-plane");
@@ -342,7 +317,7 @@ async fn a_200_mb_etcd_is_backed_up_to_object_storage_and_restored_from_it() {
     let mut pids: BTreeSet<u32> = env.pids().into_iter().collect();
 
     let filling = Instant::now();
-    fill(&env, cluster, FILL_COUNT, FILL_BYTES).await;
+    e2e_tests::api_probe::fill(&env.client, NS, cluster, FILL_COUNT, FILL_BYTES).await;
     let filled = filling.elapsed();
     write_marker(&env, cluster, "in-the-snapshot").await;
 
@@ -354,48 +329,14 @@ async fn a_200_mb_etcd_is_backed_up_to_object_storage_and_restored_from_it() {
     for old in ["etcd-20200101T000000Z.db", "etcd-20200101T000000Z.json"] {
         std::fs::write(folder.join(old), b"old").unwrap();
     }
-    let secrets = Api::<Secret>::namespaced(env.client.clone(), NS);
     // Plain: the sealed format costs minutes in the unoptimized managers these scenarios run;
     // the restore script's sealed path is checked below, sealing against a real store in the
     // control-plane crate's integration tests.
-    let credentials: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "restore-s3-backup" },
-        "stringData": {
-            ACCESS_KEY_ID_KEY: store.access_key(),
-            SECRET_ACCESS_KEY_KEY: store.secret_key(),
-        },
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &credentials)
-        .await
-        .unwrap();
-    // Due at once: the last snapshot was long ago.
-    annotate_kcp(
-        &env,
-        kcp,
-        serde_json::json!({ ETCD_LAST_SNAPSHOT_ANNOTATION: "2020-01-02T03:00:00Z" }),
-    )
-    .await;
-    Api::<KubeadmControlPlane>::namespaced(env.client.clone(), NS)
-        .patch(
-            kcp,
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "spec": { "etcdBackup": {
-                "schedule": "0 3 * * *",
-                "retention": 1,
-                "s3": {
-                    "endpoint": store.endpoint(),
-                    "bucket": "backups",
-                    "prefix": "etcd",
-                    "credentialsSecret": { "name": "restore-s3-backup" },
-                },
-            } } })),
-        )
-        .await
-        .unwrap();
     let asked_for_snapshot = Instant::now();
-    let snapshot = wait_for_snapshot(&env, kcp, "s3://", Duration::from_secs(300)).await;
+    let more = serde_json::json!({ "retention": 1, "s3": { "prefix": "etcd" } });
+    e2e_tests::backup::back_up_now(&env.client, NS, kcp, &store, "backups", more).await;
+    let snapshot =
+        e2e_tests::backup::wait_stored(&env.client, NS, kcp, Duration::from_secs(300)).await;
     let stored_in = asked_for_snapshot.elapsed();
     write_marker(&env, cluster, "after-the-snapshot").await;
     // Retention: the new snapshot and its manifest, the old one gone.
@@ -417,28 +358,12 @@ async fn a_200_mb_etcd_is_backed_up_to_object_storage_and_restored_from_it() {
     );
     assert!(snapshot.ends_with(".db"), "{snapshot}");
 
-    // Every control-plane node goes, etcd with it: quorum and the data are lost.
-    for machine in &lost {
-        assert!(env.sim.lose(NS, machine), "{machine} was not running");
-    }
-    let asked_at = Instant::now();
-    annotate_kcp(
-        &env,
-        kcp,
-        serde_json::json!({ ETCD_RESTORE_FROM_ANNOTATION: snapshot }),
-    )
-    .await;
+    let (asked_at, staged) =
+        lose_everything_and_restore(&env, cluster, kcp, &lost, &snapshot).await;
     // The staged restore holds no snapshot, only where and how to fetch it.
-    let staged = format!("{cluster}-etcd-restore");
-    wait_for(&env, "the snapshot staged", || async {
-        Api::<Secret>::namespaced(env.client.clone(), NS)
-            .get_opt(&staged)
-            .await
-            .unwrap()
-            .and_then(|s| s.data)
-            .is_some_and(|d| d.contains_key("download"))
-    })
-    .await;
+    let keys: Vec<String> = staged.data.unwrap_or_default().into_keys().collect();
+    assert_eq!(keys, ["download"], "the staged restore Secret");
+    let staged = staged.metadata.name.unwrap();
     let record = wait_restored(&env, kcp).await;
     let restored = asked_at.elapsed();
     assert!(record.contains(&snapshot), "{record}");

@@ -54,9 +54,15 @@ impl Fixture {
             ..EtcdClientConfig::default()
         });
         let etcd = clients.workload(Arc::new(cert));
-        let server = S3Server::start(&dir.path().join("s3"), ObjectStoreOptions { capacity })
-            .await
-            .unwrap();
+        let server = S3Server::start(
+            &dir.path().join("s3"),
+            ObjectStoreOptions {
+                capacity,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
         server.create_bucket(BUCKET).unwrap();
         Self {
             etcd_cluster,
