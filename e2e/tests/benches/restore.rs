@@ -58,7 +58,7 @@ async fn main() {
 
     let due_at = Instant::now();
     e2e_tests::backup::back_up_now(&env.client, NS, KCP, &store, BUCKET, Default::default()).await;
-    let snapshot = e2e_tests::backup::wait_stored(&env.client, NS, KCP, STEP).await;
+    let snapshot = e2e_tests::backup::wait_recorded(&env, KCP, "s3://", STEP).await;
     let stored_in = due_at.elapsed();
     let key = snapshot
         .trim_start_matches("s3://")

@@ -10,6 +10,8 @@ use kubeadm_api::controlplane::v1beta2::KubeadmControlPlane;
 use kubeadm_api::meta::ETCD_LAST_SNAPSHOT_ANNOTATION;
 use testenv::object_store::ObjectStore;
 
+use crate::Env;
+
 /// Sets `spec.etcdBackup` of control plane `kcp` to `bucket` of `store` (with `more` of its fields merged
 /// in: a retention, an `s3.prefix`), its credentials in a Secret `<kcp>-backup`, on a daily schedule whose last
 /// run was long ago: a snapshot is due at once.
@@ -67,32 +69,27 @@ fn merge(into: &mut serde_json::Value, more: serde_json::Value) {
     }
 }
 
-/// Waits until control plane `kcp` records a snapshot it stored in object storage; returns its
-/// `s3://` location. Panics after `timeout`, naming what it last saw.
-pub async fn wait_stored(
-    client: &kube::Client,
-    namespace: &str,
-    kcp: &str,
-    timeout: Duration,
-) -> String {
-    let kcps = Api::<KubeadmControlPlane>::namespaced(client.clone(), namespace);
+/// Waits until control plane `kcp` records a snapshot stored where `kind` says (`secret/`, `s3://`);
+/// returns its location. Panics after `timeout`, naming what it last saw and the environment's state.
+pub async fn wait_recorded(env: &Env, kcp: &str, kind: &str, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;
     loop {
-        let record = kcps
-            .get(kcp)
+        let record = env
+            .kcp(kcp)
             .await
-            .unwrap()
             .annotations()
             .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
-            .cloned();
-        if let Some(location) = record.as_deref().and_then(|r| r.split_whitespace().nth(1))
-            && location.starts_with("s3://")
+            .cloned()
+            .unwrap_or_default();
+        if let Some(location) = record.split_whitespace().nth(1)
+            && location.starts_with(kind)
         {
             return location.to_owned();
         }
         assert!(
             Instant::now() < deadline,
-            "no snapshot stored within {timeout:?}: {ETCD_LAST_SNAPSHOT_ANNOTATION} is {record:?}"
+            "no snapshot was taken: {record:?}\n{}",
+            env.diagnostics().await
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -116,7 +116,7 @@ async fn real_nodes_restore_etcd_from_object_storage() {
     e2e_tests::backup::back_up_now(&env.client, NS, kcp, &store, "backups", Default::default())
         .await;
     let snapshot =
-        e2e_tests::backup::wait_stored(&env.client, NS, kcp, Duration::from_secs(300)).await;
+        e2e_tests::backup::wait_recorded(&env, kcp, "s3://", Duration::from_secs(300)).await;
     let kcps = Api::<KubeadmControlPlane>::namespaced(env.client.clone(), NS);
     config_maps
         .create(&PostParams::default(), &marker("after-the-snapshot"))

@@ -65,33 +65,7 @@ async fn snapshot_now(env: &Env, kcp: &str) -> String {
         }),
     )
     .await;
-    wait_for_snapshot(env, kcp, "secret/", Duration::from_secs(120)).await
-}
-
-/// Waits until the control plane records a snapshot stored where `kind` says (`secret/`, `s3://`);
-/// returns its location.
-async fn wait_for_snapshot(env: &Env, kcp: &str, kind: &str, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let record = env
-            .kcp(kcp)
-            .await
-            .annotations()
-            .get(ETCD_LAST_SNAPSHOT_ANNOTATION)
-            .cloned()
-            .unwrap_or_default();
-        if let Some(location) = record.split_whitespace().nth(1)
-            && location.starts_with(kind)
-        {
-            return location.to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no snapshot was taken: {record:?}\n{}",
-            env.diagnostics().await
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    e2e_tests::backup::wait_recorded(env, kcp, "secret/", Duration::from_secs(120)).await
 }
 
 /// Waits until the restore is recorded as finished, the request gone; returns the record.
@@ -336,7 +310,7 @@ async fn a_200_mb_etcd_is_backed_up_to_object_storage_and_restored_from_it() {
     let more = serde_json::json!({ "retention": 1, "s3": { "prefix": "etcd" } });
     e2e_tests::backup::back_up_now(&env.client, NS, kcp, &store, "backups", more).await;
     let snapshot =
-        e2e_tests::backup::wait_stored(&env.client, NS, kcp, Duration::from_secs(300)).await;
+        e2e_tests::backup::wait_recorded(&env, kcp, "s3://", Duration::from_secs(300)).await;
     let stored_in = asked_for_snapshot.elapsed();
     write_marker(&env, cluster, "after-the-snapshot").await;
     // Retention: the new snapshot and its manifest, the old one gone.
